@@ -1,0 +1,41 @@
+import { AppError } from '../../errors.ts';
+
+const LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+
+function invalid(domain: string, why: string): AppError {
+  return new AppError(
+    'ERR_INVALID_DOMAIN',
+    `"domain" ${JSON.stringify(domain)} is not valid: ${why}`,
+    {
+      field: 'domain',
+    },
+  );
+}
+
+/**
+ * Lower-cases and checks a customer base domain (DESIGN.md §4): a DNS name of at most 253 bytes,
+ * at least two labels of 1-63 letters, digits or inner hyphens, no wildcard, no trailing dot,
+ * not an IP address. Internationalized names must be sent in their xn-- (punycode) form.
+ */
+export function normalizeDomain(raw: string): string {
+  const domain = raw.toLowerCase();
+  if (domain === '') throw invalid(raw, 'it is empty');
+  if (Buffer.byteLength(domain, 'utf8') > 253) throw invalid(raw, 'it is longer than 253 bytes');
+  if (domain.endsWith('.')) throw invalid(raw, 'it must not end with a dot');
+  if (domain.includes('*')) throw invalid(raw, 'wildcards are not allowed');
+  if (/[^ -~]/.test(domain)) {
+    throw invalid(raw, 'use the xn-- (punycode) form of internationalized names');
+  }
+  const labels = domain.split('.');
+  if (labels.length < 2) throw invalid(raw, 'it needs at least two labels, like example.com');
+  for (const label of labels) {
+    if (label.length === 0) throw invalid(raw, 'it has an empty label');
+    if (label.length > 63)
+      throw invalid(raw, `label "${label.slice(0, 20)}…" is longer than 63 characters`);
+    if (!LABEL.test(label)) {
+      throw invalid(raw, `label "${label}" may hold only letters, digits and inner hyphens`);
+    }
+  }
+  if (/^\d+$/.test(labels.at(-1)!)) throw invalid(raw, 'it is an IP address, not a domain name');
+  return domain;
+}

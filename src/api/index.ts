@@ -1,0 +1,56 @@
+import type { FastifyInstance } from 'fastify';
+import { createApiKeyAuth } from '../auth/api-key-auth.ts';
+import { AppError } from '../errors.ts';
+import { agentIngressRoutes } from './agent-ingresses/routes.ts';
+import { apiKeyRoutes } from './api-keys/routes.ts';
+import type { ApiDeps } from './deps.ts';
+
+const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
+
+/** Every REST route of the API (method and URL pattern), for docs and the isolation sweep. */
+export type RouteTable = { method: string; url: string }[];
+
+/**
+ * The REST API: every route needs an API key; JSON bodies only; a known path with another
+ * method answers 405 with Allow. Resources are registered explicitly, in order.
+ */
+export async function restApi(
+  app: FastifyInstance,
+  deps: ApiDeps & { routes: RouteTable },
+): Promise<void> {
+  const methodsByUrl = new Map<string, Set<string>>();
+  let collecting = true;
+  app.addHook('onRoute', (route) => {
+    if (!collecting) return;
+    const methods = methodsByUrl.get(route.url) ?? new Set<string>();
+    for (const method of [route.method].flat()) if (method !== 'HEAD') methods.add(method);
+    methodsByUrl.set(route.url, methods);
+  });
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser(
+    'application/json',
+    { parseAs: 'string' },
+    app.getDefaultJsonParser('error', 'error'),
+  );
+  app.addHook('onRequest', createApiKeyAuth(deps.db));
+
+  await app.register(apiKeyRoutes, deps);
+  await app.register(agentIngressRoutes, deps);
+
+  collecting = false;
+  for (const [url, methods] of methodsByUrl) {
+    for (const method of methods) deps.routes.push({ method, url });
+    const others = METHODS.filter((method) => !methods.has(method));
+    if (others.length === 0) continue;
+    const allowed = [...methods];
+    app.route({
+      method: others,
+      url,
+      handler: async (request) => {
+        throw new AppError('ERR_METHOD_NOT_ALLOWED', `${request.method} is not allowed on ${url}`, {
+          allowed,
+        });
+      },
+    });
+  }
+}

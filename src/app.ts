@@ -1,0 +1,42 @@
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { installErrorHandlers } from './api/http-errors.ts';
+import { type RouteTable, restApi } from './api/index.ts';
+import type { Config } from './config.ts';
+import { newId } from './ids.ts';
+import type { Logger } from './logger.ts';
+import type { Db } from './store/db.ts';
+
+/** What the HTTP server is built from. */
+export interface AppDeps {
+  config: Config;
+  db: Db;
+  logger: Logger;
+}
+
+/** The Fastify instance: REST API and health routes, each registered explicitly. */
+export async function buildApp({
+  config,
+  db,
+  logger,
+}: AppDeps): Promise<{ app: FastifyInstance; routes: RouteTable }> {
+  const app = Fastify({
+    loggerInstance: logger as FastifyBaseLogger,
+    bodyLimit: config.maxBodyBytes,
+    genReqId: () => newId('op'),
+    return503OnClosing: true,
+    forceCloseConnections: 'idle',
+  });
+  installErrorHandlers(app);
+  const routes: RouteTable = [];
+  app.get('/healthz', async () => ({ status: 'ok' }));
+  app.get('/readyz', async (_request, reply) => {
+    try {
+      await db.query('SELECT 1');
+      return { status: 'ready' };
+    } catch {
+      return reply.code(503).send({ status: 'unavailable', reason: 'store does not answer' });
+    }
+  });
+  await app.register(restApi, { db, config, routes });
+  return { app, routes };
+}

@@ -1,0 +1,54 @@
+import { parseArgs } from 'node:util';
+import { mintApiKey } from './api/api-keys/mint.ts';
+import { ConfigError, loadConfig } from './config.ts';
+import { accountExists, createAccount } from './store/accounts.ts';
+import { openStore } from './store/index.ts';
+
+const USAGE = `usage:
+  npm run cli -- create-key --account <ac_id> [--description <text>]   mint another API key for an account
+  npm run cli -- create-account [--description <text>]                create an account and its first API key
+
+Uses the same configuration as the service (DATA_DIR or DATABASE_URL). With the embedded store,
+stop the service first: PGlite allows one process at a time.`;
+
+/** Administrative commands that run against the store directly (no API key needed). */
+async function main(argv: string[]): Promise<number> {
+  const { positionals, values } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: { account: { type: 'string' }, description: { type: 'string' } },
+  });
+  const command = positionals[0];
+  if (command !== 'create-key' && command !== 'create-account') {
+    process.stderr.write(`${USAGE}\n`);
+    return 64;
+  }
+  const config = loadConfig();
+  const db = await openStore(config);
+  try {
+    let accountId = values.account;
+    if (command === 'create-account') {
+      accountId = await createAccount(db);
+    } else if (accountId === undefined || !(await accountExists(db, accountId))) {
+      process.stderr.write(`create-key: --account must name an existing account\n`);
+      return 65;
+    }
+    const key = await mintApiKey(
+      db,
+      { accountId, description: values.description ?? `created by the CLI (${command})` },
+      null,
+      config.publicUrl,
+    );
+    process.stdout.write(`account ${accountId}\napi key ${key.id}\ntoken   ${key.token}\n`);
+    return 0;
+  } finally {
+    await db.close();
+  }
+}
+
+try {
+  process.exitCode = await main(process.argv.slice(2));
+} catch (error) {
+  process.stderr.write(`${error instanceof ConfigError ? error.message : String(error)}\n`);
+  process.exitCode = 1;
+}

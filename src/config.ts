@@ -1,0 +1,146 @@
+import { resolve } from 'node:path';
+
+/** Every setting of the service, read once from the environment at start. */
+export interface Config {
+  host: string;
+  port: number;
+  /** Base of every `uri` the API returns. */
+  publicUrl: string;
+  dataDir: string;
+  /** PostgreSQL connection string; when absent the embedded PGlite store under dataDir is used. */
+  databaseUrl: string | undefined;
+  nameServers: string[];
+  regions: string[];
+  /** Tokens edge proxies present to the ingest API (not API keys). */
+  ingestTokens: string[];
+  logLevel: string;
+  /** When set, the first API key created on an empty store gets this token. */
+  bootstrapApiKey: string | undefined;
+  /** Largest REST request body, bytes. */
+  maxBodyBytes: number;
+  /** Largest ingest (Connect) request body, bytes. */
+  maxIngestBytes: number;
+  /** Ingest requests being processed at once before RESOURCE_EXHAUSTED. */
+  maxInflightRequests: number;
+  workerThreads: number;
+  batchMaxEvents: number;
+  batchMaxBytes: number;
+  batchLingerMs: number;
+  /** Bytes each destination may hold in its local spool while it is failing. */
+  spoolMaxBytes: number;
+  shutdownTimeoutMs: number;
+}
+
+/** A configuration value that prevents the service from starting. */
+export class ConfigError extends Error {
+  constructor(variable: string, problem: string) {
+    super(`invalid configuration: ${variable} ${problem}`);
+    this.name = 'ConfigError';
+  }
+}
+
+const DEFAULT_REGIONS = 'au,eu,ap,us,us-cal-1,jp,in,sa';
+const DEFAULT_NAME_SERVERS = 'ns1.agent-ingress.example,ns2.agent-ingress.example';
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+const HOST_LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+
+type Env = Record<string, string | undefined>;
+
+function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (!/^\d+$/.test(raw)) throw new ConfigError(name, `must be a whole number, got "${raw}"`);
+  const value = Number(raw);
+  if (value < min || value > max) {
+    throw new ConfigError(name, `must be between ${min} and ${max}, got ${value}`);
+  }
+  return value;
+}
+
+function list(env: Env, name: string, fallback: string): string[] {
+  const raw = env[name] ?? fallback;
+  return raw
+    .split(',')
+    .map((item) => item.trim())
+    .filter((item) => item !== '');
+}
+
+function hostnames(env: Env, name: string, fallback: string): string[] {
+  const values = list(env, name, fallback).map((value) => value.toLowerCase());
+  for (const value of values) {
+    if (!value.split('.').every((label) => HOST_LABEL.test(label))) {
+      throw new ConfigError(name, `has "${value}", which is not a valid DNS name`);
+    }
+  }
+  return values;
+}
+
+function url(env: Env, name: string, fallback: string): string {
+  const raw = env[name] || fallback;
+  try {
+    const parsed = new URL(raw);
+    if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new Error();
+  } catch {
+    throw new ConfigError(name, `must be an http(s) URL, got "${raw}"`);
+  }
+  return raw.replace(/\/+$/, '');
+}
+
+/** Reads and validates the configuration; throws ConfigError naming the first bad variable. */
+export function loadConfig(env: Env = process.env): Config {
+  const port = integer(env, 'PORT', 8080, 0, 65535);
+  const host = env.HOST || '127.0.0.1';
+  const logLevel = env.LOG_LEVEL || 'info';
+  if (!LOG_LEVELS.includes(logLevel)) {
+    throw new ConfigError(
+      'LOG_LEVEL',
+      `must be one of ${LOG_LEVELS.join(', ')}, got "${logLevel}"`,
+    );
+  }
+  const nameServers = hostnames(env, 'NAME_SERVERS', DEFAULT_NAME_SERVERS);
+  if (nameServers.length === 0)
+    throw new ConfigError('NAME_SERVERS', 'must name at least one server');
+  const regions = list(env, 'REGIONS', DEFAULT_REGIONS).map((r) => r.toLowerCase());
+  for (const region of regions) {
+    if (!HOST_LABEL.test(region)) {
+      throw new ConfigError('REGIONS', `has "${region}", which is not a valid DNS label`);
+    }
+  }
+  const ingestTokens = list(env, 'INGEST_TOKENS', '');
+  for (const token of ingestTokens) {
+    if (token.length < 16)
+      throw new ConfigError('INGEST_TOKENS', 'has a token shorter than 16 characters');
+  }
+  const bootstrapApiKey = env.BOOTSTRAP_API_KEY || undefined;
+  if (bootstrapApiKey !== undefined && !/^[A-Za-z0-9_\-.]{20,200}$/.test(bootstrapApiKey)) {
+    throw new ConfigError(
+      'BOOTSTRAP_API_KEY',
+      'must be 20-200 characters of letters, digits, "_", "-" or "."',
+    );
+  }
+  const databaseUrl = env.DATABASE_URL || undefined;
+  if (databaseUrl !== undefined && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
+    throw new ConfigError('DATABASE_URL', 'must start with postgres:// or postgresql://');
+  }
+  return {
+    host,
+    port,
+    publicUrl: url(env, 'PUBLIC_URL', `http://${host === '0.0.0.0' ? 'localhost' : host}:${port}`),
+    dataDir: resolve(env.DATA_DIR || './data'),
+    databaseUrl,
+    nameServers,
+    regions,
+    ingestTokens,
+    logLevel,
+    bootstrapApiKey,
+    maxBodyBytes: integer(env, 'MAX_BODY_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024),
+    maxIngestBytes: integer(env, 'MAX_INGEST_BYTES', 16 * 1024 * 1024, 1024, 256 * 1024 * 1024),
+    maxInflightRequests: integer(env, 'MAX_INFLIGHT_REQUESTS', 256, 1, 100_000),
+    workerThreads: integer(env, 'WORKER_THREADS', 2, 1, 64),
+    batchMaxEvents: integer(env, 'BATCH_MAX_EVENTS', 10_000, 1, 1_000_000),
+    batchMaxBytes: integer(env, 'BATCH_MAX_BYTES', 4 * 1024 * 1024, 1024, 256 * 1024 * 1024),
+    batchLingerMs: integer(env, 'BATCH_LINGER_MS', 50, 0, 60_000),
+    spoolMaxBytes: integer(env, 'SPOOL_MAX_BYTES', 1024 * 1024 * 1024, 1024, 2 ** 50),
+    shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 30_000, 0, 600_000),
+  };
+}

@@ -1,0 +1,80 @@
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { PGlite } from '@electric-sql/pglite';
+import pg from 'pg';
+
+/** The rows a query returns, whichever engine ran it. */
+export interface QueryResult<Row> {
+  rows: Row[];
+}
+
+/** What repositories need of a database: a query, and a transaction holding queries. */
+export interface Queryable {
+  query<Row = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<QueryResult<Row>>;
+}
+
+/** The store's connection: PGlite embedded or a PostgreSQL pool behind one interface. */
+export interface Db extends Queryable {
+  readonly kind: 'pglite' | 'postgres';
+  transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}
+
+/** SQLSTATE of a unique-constraint violation, the same in PGlite and PostgreSQL. */
+export const UNIQUE_VIOLATION = '23505';
+
+/** True when a database error is a unique-constraint violation. */
+export function isUniqueViolation(error: unknown): boolean {
+  return (error as { code?: string } | null)?.code === UNIQUE_VIOLATION;
+}
+
+/** Opens PGlite under `dataDir/store` (or in memory when dataDir is null). */
+export async function openPglite(dataDir: string | null): Promise<Db> {
+  let db: PGlite;
+  if (dataDir === null) {
+    db = new PGlite();
+  } else {
+    const dir = join(dataDir, 'store');
+    mkdirSync(dir, { recursive: true });
+    db = new PGlite(dir);
+  }
+  await db.waitReady;
+  return {
+    kind: 'pglite',
+    query: (sql, params) => db.query(sql, params),
+    transaction: (work) =>
+      db.transaction((tx) => work({ query: (sql, params) => tx.query(sql, params) })),
+    close: () => db.close(),
+  };
+}
+
+/** Opens a PostgreSQL pool. */
+export async function openPostgres(connectionString: string): Promise<Db> {
+  const pool = new pg.Pool({ connectionString, max: 10 });
+  const client = await pool.connect();
+  client.release();
+  const query = async <Row>(sql: string, params?: unknown[]) =>
+    (await pool.query(sql, params)) as unknown as QueryResult<Row>;
+  return {
+    kind: 'postgres',
+    query,
+    async transaction(work) {
+      const client = await pool.connect();
+      try {
+        await client.query('BEGIN');
+        const result = await work({
+          query: async <Row>(sql: string, params?: unknown[]) =>
+            (await client.query(sql, params)) as unknown as QueryResult<Row>,
+        });
+        await client.query('COMMIT');
+        return result;
+      } catch (error) {
+        await client.query('ROLLBACK').catch(() => {});
+        throw error;
+      } finally {
+        client.release();
+      }
+    },
+    close: () => pool.end(),
+  };
+}

@@ -1,0 +1,98 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { freePort } from '../helpers/free-port.ts';
+import { apiClient } from '../helpers/service.ts';
+
+const ROOT = join(import.meta.dirname, '..', '..');
+
+/** Starts `npm start`'s command as a user would, and waits for the line saying where it listens. */
+async function startProcess(env: Record<string, string>) {
+  const child = spawn(process.execPath, ['src/main.ts'], {
+    cwd: ROOT,
+    env: { ...process.env, LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout.on('data', (chunk) => {
+    output += chunk;
+  });
+  child.stderr.on('data', (chunk) => {
+    output += chunk;
+  });
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`service did not start:\n${output}`)), 30_000);
+    const check = () => {
+      if (/Agent Ingress listening on/.test(output)) {
+        clearTimeout(timer);
+        setTimeout(resolve, 50);
+      }
+    };
+    child.stdout.on('data', check);
+    child.once('exit', (code) => reject(new Error(`service exited with ${code}:\n${output}`)));
+  });
+  return { child, output: () => output };
+}
+
+function stop(child: ChildProcess): Promise<number | null> {
+  return new Promise((resolve) => {
+    child.once('exit', (code) => resolve(code));
+    child.kill('SIGTERM');
+  });
+}
+
+describe('the service as a process', () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'agin-e2e-'));
+  afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
+
+  it('starts on embedded defaults, prints the first key, serves the API, and stops cleanly', async () => {
+    const port = await freePort();
+    const env = { PORT: String(port), DATA_DIR: dataDir };
+    const first = await startProcess(env);
+    const printed = first.output();
+    expect(printed).toContain(
+      `Agent Ingress listening on http://127.0.0.1:${port} (store: pglite)`,
+    );
+    const token = /\n {2}(aik_[A-Za-z0-9_-]{43})\n/.exec(printed)?.[1];
+    expect(token).toBeDefined();
+
+    const api = apiClient(`http://127.0.0.1:${port}`, token);
+    const created = await api('POST', '/agent_ingresses', {
+      domain: 'agents.example.com',
+      description: 'e2e',
+      certificate_management_policy: { authority: 'letsencrypt', private_key_type: 'ecdsa' },
+    });
+    expect(created.status).toBe(201);
+    expect(created.body.uri).toBe(`http://127.0.0.1:${port}/agent_ingresses/${created.body.id}`);
+    expect(
+      (await api('PATCH', `/agent_ingresses/${created.body.id}`, { metadata: '{"v":1}' })).status,
+    ).toBe(200);
+    expect((await api('GET', '/agent_ingresses')).body.ingresses).toHaveLength(1);
+    expect(await stop(first.child)).toBe(0);
+
+    const second = await startProcess(env);
+    expect(second.output()).not.toContain('aik_');
+    const again = await api('GET', `/agent_ingresses/${created.body.id}`);
+    expect(again.status).toBe(200);
+    expect(again.body.metadata).toBe('{"v":1}');
+    expect((await api('DELETE', `/agent_ingresses/${created.body.id}`)).status).toBe(204);
+    expect(await stop(second.child)).toBe(0);
+  });
+
+  it('refuses to start on invalid configuration with one clear line', async () => {
+    const child = spawn(process.execPath, ['src/main.ts'], {
+      cwd: ROOT,
+      env: { ...process.env, PORT: 'eighty', DATA_DIR: dataDir },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (chunk) => {
+      stderr += chunk;
+    });
+    const code = await new Promise((resolve) => child.once('exit', resolve));
+    expect(code).toBe(78);
+    expect(stderr.trim()).toBe('invalid configuration: PORT must be a whole number, got "eighty"');
+  });
+});

@@ -1,0 +1,33 @@
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config.ts';
+
+describe('configuration', () => {
+  it('has documented defaults', () => {
+    const config = loadConfig({});
+    expect(config).toMatchObject({
+      host: '127.0.0.1',
+      port: 8080,
+      publicUrl: 'http://127.0.0.1:8080',
+      databaseUrl: undefined,
+      regions: ['au', 'eu', 'ap', 'us', 'us-cal-1', 'jp', 'in', 'sa'],
+      ingestTokens: [],
+      logLevel: 'info',
+    });
+    expect(config.dataDir).toMatch(/\/data$/);
+  });
+
+  it.each([
+    [{ PORT: '70000' }, 'PORT must be between 0 and 65535, got 70000'],
+    [{ PORT: '8o' }, 'PORT must be a whole number, got "8o"'],
+    [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL must be one of'],
+    [{ REGIONS: 'eu,not a region' }, 'REGIONS has "not a region"'],
+    [{ NAME_SERVERS: 'ns1..example' }, 'NAME_SERVERS has "ns1..example"'],
+    [{ NAME_SERVERS: ' , ' }, 'NAME_SERVERS must name at least one server'],
+    [{ INGEST_TOKENS: 'short' }, 'INGEST_TOKENS has a token shorter than 16'],
+    [{ BOOTSTRAP_API_KEY: 'tiny' }, 'BOOTSTRAP_API_KEY must be 20-200'],
+    [{ DATABASE_URL: 'mysql://x' }, 'DATABASE_URL must start with postgres://'],
+    [{ PUBLIC_URL: 'ftp://x' }, 'PUBLIC_URL must be an http(s) URL'],
+  ])('rejects %o', (env, message) => {
+    expect(() => loadConfig(env)).toThrow(`invalid configuration: ${message}`);
+  });
+});

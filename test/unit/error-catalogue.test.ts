@@ -1,0 +1,25 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { AppError, ERROR_CODES, errorBody } from '../../src/errors.ts';
+
+const README = readFileSync(join(import.meta.dirname, '..', '..', 'README.md'), 'utf8');
+
+describe('error catalogue', () => {
+  it.each(Object.entries(ERROR_CODES))(
+    'documents %s with its status in the README',
+    (code, { status }) => {
+      expect(README).toMatch(new RegExp(`\\| \`${code}\` \\| ${status} \\|`));
+    },
+  );
+
+  it('turns unknown errors into ERR_INTERNAL without their message', () => {
+    const error = AppError.from(new Error('password=hunter2 at db.ts:12'));
+    expect(errorBody(error, 'op_x')).toEqual({
+      error_code: 'ERR_INTERNAL',
+      status_code: 500,
+      msg: 'internal error',
+      details: { operation_id: 'op_x' },
+    });
+  });
+});

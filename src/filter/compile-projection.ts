@@ -1,0 +1,86 @@
+import {
+  type EventJson,
+  groupNames,
+  isTrafficType,
+  type TrafficEventType,
+  trafficFields,
+} from '../catalogue/index.ts';
+import { FieldSelectionError } from './filter-error.ts';
+
+// A subscription's `fields` (DESIGN.md §4 "Field selection"): dotted leaf names or group names
+// (`conn` selects its whole group), output kept nested. The selection is compiled into a tree
+// of generated functions once, so per event it is a few property copies; selected values and
+// groups are shared with the input object, not cloned.
+
+/** Picks the selected fields out of an event's JSON payload. */
+export type Projection = (event: EventJson) => EventJson;
+
+/** The projection of an empty or omitted selection: the event unchanged. */
+const everything: Projection = (event) => event;
+
+// A selected node: true = the whole value, or the selected children of a group.
+type Selection = true | Map<string, Selection>;
+
+/** Every name `fields` accepts for a traffic kind: its groups, then its leaves. */
+export function selectableNames(type: TrafficEventType): string[] {
+  return [...groupNames(type), ...trafficFields(type).map((f) => f.name)];
+}
+
+/** Compiles a field selection for a traffic kind, or throws FieldSelectionError for an unknown name. */
+export function compileProjection(type: string, fields: readonly string[] | undefined): Projection {
+  if (!isTrafficType(type)) {
+    throw new FieldSelectionError(
+      `fields: event type '${type}' does not support field selection; only traffic events do`,
+      fields ?? [],
+      [],
+    );
+  }
+  if (!fields || fields.length === 0) return everything;
+
+  const valid = selectableNames(type);
+  const known = new Set(valid);
+  const invalid = fields.filter((f) => !known.has(f));
+  if (invalid.length > 0) {
+    const list = invalid.map((f) => `'${f}'`).join(', ');
+    throw new FieldSelectionError(
+      `fields: unknown field${invalid.length > 1 ? 's' : ''} ${list}; valid names: ${valid.join(', ')}`,
+      invalid,
+      valid,
+    );
+  }
+
+  const root = new Map<string, Selection>();
+  for (const name of fields) select(root, name.split('.'));
+  return compileGroup(root);
+}
+
+// Adds one path; a whole group already selected absorbs its children, and vice versa.
+function select(node: Map<string, Selection>, path: string[]): void {
+  const [head, ...rest] = path;
+  const current = node.get(head);
+  if (rest.length === 0 || current === true) {
+    node.set(head, true);
+    return;
+  }
+  const child = current ?? new Map<string, Selection>();
+  node.set(head, child);
+  select(child, rest);
+}
+
+const IDENTIFIER = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
+
+// Generated per group (constant property names, as in catalogue/to-json.ts): the keyed loop
+// measured ~0.17 µs per event. Only catalogue names reach here (unknown names were rejected).
+function compileGroup(node: Map<string, Selection>): Projection {
+  const subs: Projection[] = [];
+  const entries = [...node].map(([key, sel]) => {
+    if (!IDENTIFIER.test(key)) throw new Error(`fields: '${key}' is not an identifier`);
+    if (sel === true) return `${key}: s.${key}`;
+    const i = subs.push(compileGroup(sel)) - 1;
+    return `${key}: (v = s.${key}) !== null && typeof v === 'object' ? g[${i}](v) : v`;
+  });
+  return new Function(
+    'g',
+    `return function project(s) {\n  let v;\n  return {\n    ${entries.join(',\n    ')}\n  };\n};`,
+  )(subs) as Projection;
+}

@@ -1,0 +1,12 @@
+// Subscription filters (CEL, over the Filterable fields only) and field selection, compiled once
+// per subscription version and run per event in the workers.
+
+export { type CompiledFilter, compileFilter } from './compile-filter.ts';
+export { compileProjection, type Projection, selectableNames } from './compile-projection.ts';
+export { FILTER_LIMITS } from './filter-environment.ts';
+export {
+  FieldSelectionError,
+  FilterError,
+  type FilterErrorCode,
+  type SourcePosition,
+} from './filter-error.ts';

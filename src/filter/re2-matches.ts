@@ -1,0 +1,91 @@
+import type { ASTNode } from '@marcbachmann/cel-js';
+import { RE2JS } from 're2js';
+
+// CEL's `matches` is specified with RE2 semantics; cel-js implements it with JS RegExp, which
+// backtracks (`(a+)+$` on a long string never returns). cel-js cannot replace a built-in
+// overload, so a filter's evaluation AST has each `.matches(p)` call renamed to our method
+// `re2Matches`, registered on that filter's own environment and backed by re2js (linear time).
+// User expressions are parsed and type-checked against an environment without `re2Matches`,
+// so users cannot call it by name. Literal patterns are compiled once, at filter compile time.
+
+/** The method the evaluation AST calls instead of the built-in `matches`. */
+export const RE2_METHOD = 're2Matches';
+
+/** The signature `re2Matches` is registered with (same shape as the built-in `matches`). */
+export const RE2_SIGNATURE = `string.${RE2_METHOD}(string): bool`;
+
+/** A `matches` call whose pattern is a string literal. */
+export interface RegexLiteral {
+  pattern: string;
+  /** Offset of the pattern literal in the expression, for error positions. */
+  offset: number;
+}
+
+// Dynamic patterns (not literals) are compiled at event time; this bounds what one filter keeps.
+const MAX_DYNAMIC_PATTERNS = 64;
+
+function isNode(v: unknown): v is ASTNode {
+  return v !== null && typeof v === 'object' && typeof (v as ASTNode).op === 'string';
+}
+
+// Walks the tree as parsed (op/args): macro expansions reuse the user's nodes, so every
+// `matches` the user wrote is reached.
+function visit(v: unknown, fn: (node: ASTNode) => void): void {
+  if (isNode(v)) {
+    fn(v);
+    visit(v.args, fn);
+  } else if (Array.isArray(v)) {
+    for (const item of v) visit(item, fn);
+  }
+}
+
+function matchesCalls(ast: ASTNode): (ASTNode & { op: 'rcall' })[] {
+  const calls: (ASTNode & { op: 'rcall' })[] = [];
+  visit(ast, (node) => {
+    if (node.op === 'rcall' && node.args[0] === 'matches' && node.args[2].length === 1) {
+      calls.push(node);
+    }
+  });
+  return calls;
+}
+
+/** The literal patterns of every `matches` call in a parsed expression. */
+export function regexLiterals(ast: ASTNode): RegexLiteral[] {
+  const out: RegexLiteral[] = [];
+  for (const call of matchesCalls(ast)) {
+    const arg = call.args[2][0];
+    if (arg.op === 'value' && typeof arg.args === 'string') {
+      out.push({ pattern: arg.args, offset: arg.range.start });
+    }
+  }
+  return out;
+}
+
+/** Points every `matches` call of an evaluation AST at `re2Matches` (before type-checking it). */
+export function useRe2ForMatches(ast: ASTNode): void {
+  for (const call of matchesCalls(ast)) (call.args as unknown as unknown[])[0] = RE2_METHOD;
+}
+
+/** Compiles a pattern with RE2 syntax; throws re2js's syntax error when it is invalid. */
+export function compileRegex(pattern: string): RE2JS {
+  return RE2JS.compile(pattern);
+}
+
+/**
+ * The `re2Matches` implementation of one filter: unanchored search as CEL specifies, literal
+ * patterns from `compiled`, other patterns compiled on first use (a bounded number are kept).
+ */
+export function re2Matcher(
+  compiled: ReadonlyMap<string, RE2JS>,
+): (s: string, p: string) => boolean {
+  const cache = new Map(compiled);
+  const limit = compiled.size + MAX_DYNAMIC_PATTERNS;
+  return (s, p) => {
+    let re = cache.get(p);
+    if (re === undefined) {
+      re = RE2JS.compile(p);
+      if (cache.size < limit) cache.set(p, re);
+    }
+    return re.test(s);
+  };
+}

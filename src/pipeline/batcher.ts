@@ -1,0 +1,144 @@
+import type { Batch, EventRecord } from './types.ts';
+
+/** Size and timing limits of one destination's batches. */
+export interface BatcherOptions {
+  /** A batch is flushed as soon as it holds this many records. */
+  maxEvents: number;
+  /** A batch is flushed before a record would push it past this many JSON bytes. */
+  maxBytes: number;
+  /** A batch is flushed this long after its first record arrived, full or not. */
+  lingerMs: number;
+  /** Bound on bytes accepted but not yet flushed (open batch + queued + in flight); default 8 × maxBytes. */
+  maxPendingBytes?: number;
+}
+
+/** What createBatcher needs: the limits and the one call that makes a batch durable. */
+export interface BatcherDeps extends BatcherOptions {
+  flush: (batch: Batch) => Promise<void>;
+}
+
+/** Groups records into batches and flushes them one at a time, in arrival order. */
+export interface Batcher {
+  /** Resolves once every batch holding these records has flushed; rejects with the flush error. */
+  add(records: readonly EventRecord[]): Promise<void>;
+  /** Bytes accepted but not yet flushed: the batcher's share of the destination's memory. */
+  readonly pendingBytes: number;
+  /** Stops accepting records, flushes what is left and waits for every flush to settle. */
+  close(): Promise<void>;
+}
+
+/** Thrown by add() when the pending bound would be exceeded: backpressure, nothing was accepted. */
+export class BatcherFullError extends Error {
+  constructor(pendingBytes: number, maxPendingBytes: number) {
+    super(`batcher full: ${pendingBytes} of ${maxPendingBytes} pending bytes in use`);
+    this.name = 'BatcherFullError';
+  }
+}
+
+/** Thrown by add() after close(): the destination is shutting down. */
+export class BatcherClosedError extends Error {
+  constructor() {
+    super('batcher closed');
+    this.name = 'BatcherClosedError';
+  }
+}
+
+interface OpenBatch {
+  records: EventRecord[];
+  bytes: number;
+  done: Promise<void>;
+  resolve: () => void;
+  reject: (err: unknown) => void;
+}
+
+function openBatch(): OpenBatch {
+  let resolve!: () => void;
+  let reject!: (err: unknown) => void;
+  const done = new Promise<void>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { records: [], bytes: 0, done, resolve, reject };
+}
+
+function recordBytes(record: EventRecord): number {
+  return Buffer.byteLength(record.json);
+}
+
+/** Builds a batcher: flush on max events, max bytes, or a linger timer started at the first record. */
+export function createBatcher(deps: BatcherDeps): Batcher {
+  const { maxEvents, maxBytes, lingerMs, flush } = deps;
+  if (!(maxEvents >= 1) || !(maxBytes >= 1) || !(lingerMs >= 0)) {
+    throw new RangeError('batcher: maxEvents and maxBytes must be >= 1, lingerMs >= 0');
+  }
+  const maxPendingBytes = deps.maxPendingBytes ?? maxBytes * 8;
+  const queue: OpenBatch[] = [];
+  let current: OpenBatch | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  let pendingBytes = 0;
+  let draining: Promise<void> | undefined;
+  let closed = false;
+
+  function seal(): void {
+    if (timer) {
+      clearTimeout(timer);
+      timer = undefined;
+    }
+    if (!current || current.records.length === 0) return;
+    queue.push(current);
+    current = undefined;
+    draining ??= drain();
+  }
+
+  // One flush in flight at a time keeps the destination's order; the loop ends when the queue is empty.
+  async function drain(): Promise<void> {
+    for (let batch = queue.shift(); batch; batch = queue.shift()) {
+      try {
+        await flush({ records: batch.records, bytes: batch.bytes });
+        batch.resolve();
+      } catch (err) {
+        batch.reject(err);
+      } finally {
+        pendingBytes -= batch.bytes;
+      }
+    }
+    draining = undefined;
+  }
+
+  function addOne(record: EventRecord, size: number, waits: Set<Promise<void>>): void {
+    if (current && current.records.length > 0 && current.bytes + size > maxBytes) seal();
+    if (!current) {
+      current = openBatch();
+      timer = setTimeout(seal, lingerMs);
+    }
+    current.records.push(record);
+    current.bytes += size;
+    waits.add(current.done);
+    if (current.records.length >= maxEvents || current.bytes >= maxBytes) seal();
+  }
+
+  return {
+    add(records) {
+      if (closed) return Promise.reject(new BatcherClosedError());
+      if (records.length === 0) return Promise.resolve();
+      const sizes = records.map(recordBytes);
+      const total = sizes.reduce((a, b) => a + b, 0);
+      // An empty batcher always takes one call, so a single oversized call cannot block forever.
+      if (pendingBytes > 0 && pendingBytes + total > maxPendingBytes) {
+        return Promise.reject(new BatcherFullError(pendingBytes, maxPendingBytes));
+      }
+      pendingBytes += total;
+      const waits = new Set<Promise<void>>();
+      for (let i = 0; i < records.length; i++) addOne(records[i], sizes[i], waits);
+      return waits.size === 1 ? [...waits][0] : Promise.all(waits).then(() => undefined);
+    },
+    get pendingBytes() {
+      return pendingBytes;
+    },
+    async close() {
+      closed = true;
+      seal();
+      while (draining) await draining;
+    },
+  };
+}

@@ -1,0 +1,198 @@
+import { access, type FileHandle, mkdir, open, readdir, rename } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Logger } from '../../logger.ts';
+import { type Sink, SinkError } from '../types.ts';
+import type { FileSinkConfig } from './config.ts';
+import { encodeNdjson } from './encode.ts';
+
+// On-disk layout: the file being written is `events-<UTC yyyymmddThhmmssZ>-<seq>.ndjson.open`;
+// rotation (size, age, close) fsyncs it and renames it to drop `.open`, so a reader that ignores
+// `*.open` only ever sees complete files. A leftover `.open` file (crash) is trimmed to its last
+// complete line and renamed at the next start. One directory belongs to one destination.
+
+const OPEN_SUFFIX = '.open';
+
+/** What the file sink needs: its validated settings and the service logger. */
+export interface FileSinkDeps {
+  config: FileSinkConfig;
+  logger: Logger;
+}
+
+interface ActiveFile {
+  fh: FileHandle;
+  name: string;
+  size: number;
+  timer: NodeJS.Timeout;
+}
+
+// Disk problems an operator or time can fix are retried; a path we may never write is permanent.
+const PERMANENT_CODES = new Set([
+  'EACCES',
+  'EPERM',
+  'EROFS',
+  'ENOTDIR',
+  'EISDIR',
+  'ENAMETOOLONG',
+  'ELOOP',
+]);
+
+/** Maps a filesystem error to a SinkError: permission and path errors are permanent. */
+export function fileSinkError(err: unknown): SinkError {
+  if (err instanceof SinkError) return err;
+  const code = (err as NodeJS.ErrnoException)?.code ?? '';
+  const message = err instanceof Error ? err.message : String(err);
+  return new SinkError(`file sink: ${message}`, !PERMANENT_CODES.has(code), { cause: err });
+}
+
+function utcStamp(date: Date): string {
+  return date
+    .toISOString()
+    .replace(/[-:]/g, '')
+    .replace(/\.\d{3}/, '');
+}
+
+async function exists(path: string): Promise<boolean> {
+  return access(path).then(
+    () => true,
+    () => false,
+  );
+}
+
+async function fsyncDir(dir: string): Promise<void> {
+  const fh = await open(dir, 'r');
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}
+
+// Cuts a crashed file after its last newline: a partial line was never acknowledged.
+async function trimPartialLine(path: string): Promise<void> {
+  const fh = await open(path, 'r+');
+  try {
+    const { size } = await fh.stat();
+    const chunk = Buffer.alloc(64 * 1024);
+    let end = size;
+    while (end > 0) {
+      const start = Math.max(0, end - chunk.length);
+      const { bytesRead } = await fh.read(chunk, 0, end - start, start);
+      const nl = chunk.subarray(0, bytesRead).lastIndexOf(0x0a);
+      if (nl >= 0) {
+        end = start + nl + 1;
+        break;
+      }
+      end = start;
+    }
+    if (end < size) {
+      await fh.truncate(end);
+      await fh.sync();
+    }
+  } finally {
+    await fh.close();
+  }
+}
+
+/** Builds the NDJSON file sink: rotating files, fsync'd before write() resolves. */
+export function createFileSink(deps: FileSinkDeps): Sink {
+  const { dir, maxFileBytes, maxFileAgeMs } = deps.config;
+  const log = deps.logger.child({ sink: 'file', dir });
+  let ready = false;
+  let closed = false;
+  let seq = 0;
+  let active: ActiveFile | undefined;
+  let chain: Promise<unknown> = Promise.resolve();
+
+  // Writes, rotations and close run one after another: a file is never renamed mid-write.
+  function serial<T>(op: () => Promise<T>): Promise<T> {
+    const run = chain.then(op);
+    chain = run.catch(() => {});
+    return run;
+  }
+
+  async function recover(): Promise<void> {
+    await mkdir(dir, { recursive: true });
+    for (const name of await readdir(dir)) {
+      if (!name.endsWith(OPEN_SUFFIX)) continue;
+      const path = join(dir, name);
+      await trimPartialLine(path);
+      await rename(path, path.slice(0, -OPEN_SUFFIX.length));
+      log.info({ file: name }, 'finished a file left open by a previous run');
+    }
+    await fsyncDir(dir);
+    ready = true;
+  }
+
+  async function openNext(): Promise<ActiveFile> {
+    const stamp = utcStamp(new Date());
+    for (;;) {
+      const name = `events-${stamp}-${String(seq++).padStart(6, '0')}.ndjson`;
+      // Same second after a restart: a name is taken (finished or open), try the next number.
+      if (await exists(join(dir, name))) continue;
+      try {
+        const fh = await open(join(dir, name + OPEN_SUFFIX), 'wx');
+        await fsyncDir(dir);
+        const timer = setTimeout(() => {
+          serial(async () => {
+            if (active?.name === name) await finish();
+          }).catch((err) => log.warn({ err }, 'age rotation failed'));
+        }, maxFileAgeMs);
+        timer.unref();
+        return { fh, name, size: 0, timer };
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      }
+    }
+  }
+
+  async function finish(): Promise<void> {
+    const file = active;
+    if (!file) return;
+    active = undefined;
+    clearTimeout(file.timer);
+    await file.fh.close();
+    await rename(join(dir, file.name + OPEN_SUFFIX), join(dir, file.name));
+    await fsyncDir(dir);
+  }
+
+  async function writeAll(file: ActiveFile, data: Buffer): Promise<void> {
+    let off = 0;
+    while (off < data.length) {
+      const { bytesWritten } = await file.fh.write(data, off, data.length - off, file.size + off);
+      off += bytesWritten;
+    }
+    await file.fh.datasync();
+  }
+
+  return {
+    write(batch) {
+      return serial(async () => {
+        if (closed) throw new SinkError('file sink is closed', false);
+        const data = encodeNdjson(batch);
+        try {
+          if (!ready) await recover();
+          if (active && active.size > 0 && active.size + data.length > maxFileBytes) await finish();
+          active ??= await openNext();
+          const file = active;
+          try {
+            await writeAll(file, data);
+            file.size += data.length;
+          } catch (err) {
+            // Drop what part of the batch reached the file, then start a fresh file next time.
+            await file.fh.truncate(file.size).catch(() => {});
+            await finish().catch(() => {});
+            throw err;
+          }
+        } catch (err) {
+          throw fileSinkError(err);
+        }
+      });
+    },
+    close() {
+      return serial(async () => {
+        closed = true;
+        await finish();
+      });
+    },
+  };
+}

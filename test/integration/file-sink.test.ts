@@ -1,0 +1,165 @@
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { Batch, EventRecord } from '../../src/pipeline/types.ts';
+import {
+  DEFAULT_MAX_FILE_AGE_MS,
+  DEFAULT_MAX_FILE_BYTES,
+  FileSinkConfigError,
+  parseFileSinkConfig,
+} from '../../src/sinks/file/config.ts';
+import { createFileSink, fileSinkError } from '../../src/sinks/file/sink.ts';
+
+const logger = pino({ level: 'silent' });
+
+function batch(from: number, n: number): Batch {
+  const records: EventRecord[] = [];
+  for (let i = from; i < from + n; i++) {
+    records.push({
+      eventId: `ev_${i}`,
+      eventType: 'tcp_connection_closed.v0',
+      accountId: 'ac_1',
+      partitionKey: 'host-a',
+      json: JSON.stringify({
+        event_id: `ev_${i}`,
+        object: { conn: { bytes_in: i, note: 'a\nb' } },
+      }),
+    });
+  }
+  return { records, bytes: records.reduce((s, r) => s + Buffer.byteLength(r.json), 0) };
+}
+
+const NAME_RE = /^events-\d{8}T\d{6}Z-\d{6}\.ndjson(\.open)?$/;
+
+async function readEvents(dir: string, includeOpen = true): Promise<string[]> {
+  const names = (await readdir(dir)).filter((n) => includeOpen || !n.endsWith('.open')).sort();
+  const ids: string[] = [];
+  for (const name of names) {
+    const text = await readFile(join(dir, name), 'utf8');
+    expect(text.endsWith('\n')).toBe(true);
+    for (const line of text.split('\n').slice(0, -1)) ids.push(JSON.parse(line).event_id);
+  }
+  return ids;
+}
+
+describe('file sink config', () => {
+  it('fills defaults and resolves a relative path under the base', () => {
+    const c = parseFileSinkConfig({ path: 'events/a' }, { baseDir: '/srv/data' });
+    expect(c).toEqual({
+      dir: '/srv/data/events/a',
+      maxFileBytes: DEFAULT_MAX_FILE_BYTES,
+      maxFileAgeMs: DEFAULT_MAX_FILE_AGE_MS,
+    });
+    expect(parseFileSinkConfig({ path: 'a/../b' }, { baseDir: '/srv/data' }).dir).toBe(
+      '/srv/data/b',
+    );
+    expect(parseFileSinkConfig({ path: '..x' }, { baseDir: '/srv/data' }).dir).toBe(
+      '/srv/data/..x',
+    );
+  });
+
+  it('refuses paths that escape the base, and absolute ones when not allowed', () => {
+    const base = { baseDir: '/srv/data' };
+    expect(() => parseFileSinkConfig({ path: '../etc' }, base)).toThrow(FileSinkConfigError);
+    expect(() => parseFileSinkConfig({ path: 'a/../../x' }, base)).toThrow(/escapes/);
+    expect(() => parseFileSinkConfig({ path: '' }, base)).toThrow(/non-empty/);
+    expect(parseFileSinkConfig({ path: '/var/events' }, base).dir).toBe('/var/events');
+    expect(() =>
+      parseFileSinkConfig({ path: '/var/events' }, { ...base, allowAbsolute: false }),
+    ).toThrow(/escapes/);
+    expect(
+      parseFileSinkConfig({ path: '/srv/data/x' }, { ...base, allowAbsolute: false }).dir,
+    ).toBe('/srv/data/x');
+    expect(() => parseFileSinkConfig({ path: 'x', maxFileBytes: 0 }, base)).toThrow(/maxFileBytes/);
+    expect(() => parseFileSinkConfig({ path: 'x', maxFileAgeMs: 1.5 }, base)).toThrow(
+      /maxFileAgeMs/,
+    );
+  });
+});
+
+describe('file sink', () => {
+  let base: string;
+  beforeEach(async () => {
+    base = await mkdtemp(join(tmpdir(), 'file-sink-'));
+  });
+  afterEach(async () => {
+    await rm(base, { recursive: true, force: true });
+  });
+
+  it('writes valid NDJSON, readable from disk as soon as write() resolves', async () => {
+    const config = parseFileSinkConfig({ path: 'out' }, { baseDir: base });
+    const sink = createFileSink({ config, logger });
+    await sink.write(batch(0, 3));
+    // Content is on disk (fsync'd) before close: the active file carries the `.open` suffix.
+    const names = await readdir(config.dir);
+    expect(names).toHaveLength(1);
+    expect(names[0]).toMatch(NAME_RE);
+    expect(names[0].endsWith('.open')).toBe(true);
+    expect(await readEvents(config.dir)).toEqual(['ev_0', 'ev_1', 'ev_2']);
+    await sink.write(batch(3, 2));
+    await sink.close();
+    const closed = await readdir(config.dir);
+    expect(closed.every((n) => !n.endsWith('.open'))).toBe(true);
+    expect(await readEvents(config.dir)).toEqual(['ev_0', 'ev_1', 'ev_2', 'ev_3', 'ev_4']);
+  });
+
+  it('rotates by size, never splitting a batch, and keeps order across files', async () => {
+    const one = batch(0, 10).bytes + 10; // a 10-record batch plus newlines
+    const config = parseFileSinkConfig(
+      { path: 'out', maxFileBytes: one * 2 + 100 },
+      { baseDir: base },
+    );
+    const sink = createFileSink({ config, logger });
+    for (let i = 0; i < 50; i += 10) await sink.write(batch(i, 10));
+    const names = (await readdir(config.dir)).sort();
+    expect(names.length).toBe(3);
+    expect(names.filter((n) => n.endsWith('.open'))).toHaveLength(1);
+    expect(names.every((n) => NAME_RE.test(n))).toBe(true);
+    const ids = await readEvents(config.dir, false);
+    expect(ids).toEqual(Array.from({ length: 40 }, (_, i) => `ev_${i}`));
+    await sink.close();
+    expect(await readEvents(config.dir)).toHaveLength(50);
+  });
+
+  it('rotates by age even when no more writes arrive', async () => {
+    const config = parseFileSinkConfig({ path: 'out', maxFileAgeMs: 50 }, { baseDir: base });
+    const sink = createFileSink({ config, logger });
+    await sink.write(batch(0, 1));
+    await new Promise((r) => setTimeout(r, 120));
+    const names = await readdir(config.dir);
+    expect(names).toHaveLength(1);
+    expect(names[0].endsWith('.open')).toBe(false);
+    await sink.write(batch(1, 1));
+    expect(await readdir(config.dir)).toHaveLength(2);
+    await sink.close();
+    expect(await readEvents(config.dir)).toEqual(['ev_0', 'ev_1']);
+  });
+
+  it('finishes a file left open by a crash, dropping its partial last line', async () => {
+    const config = parseFileSinkConfig({ path: 'out' }, { baseDir: base });
+    const crashed = createFileSink({ config, logger });
+    await crashed.write(batch(0, 2));
+    const [left] = await readdir(config.dir);
+    await writeFile(join(config.dir, left), '{"event_id":"ev_partial', { flag: 'a' });
+    const restarted = createFileSink({ config, logger });
+    await restarted.write(batch(2, 1));
+    await restarted.close();
+    expect(await readEvents(config.dir)).toEqual(['ev_0', 'ev_1', 'ev_2']);
+  });
+
+  it('maps permission errors to permanent SinkErrors and disk-full to retriable', async () => {
+    const perm = Object.assign(new Error('EACCES: permission denied'), { code: 'EACCES' });
+    const full = Object.assign(new Error('ENOSPC: no space left'), { code: 'ENOSPC' });
+    expect(fileSinkError(perm).retriable).toBe(false);
+    expect(fileSinkError(full).retriable).toBe(true);
+    await writeFile(join(base, 'not-a-dir'), 'x');
+    const config = parseFileSinkConfig({ path: 'not-a-dir/out' }, { baseDir: base });
+    const sink = createFileSink({ config, logger });
+    await expect(sink.write(batch(0, 1))).rejects.toMatchObject({
+      name: 'SinkError',
+      retriable: false,
+    });
+  });
+});

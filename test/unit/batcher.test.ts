@@ -1,0 +1,170 @@
+import { describe, expect, it } from 'vitest';
+import { BatcherClosedError, BatcherFullError, createBatcher } from '../../src/pipeline/batcher.ts';
+import type { Batch, EventRecord } from '../../src/pipeline/types.ts';
+
+function rec(i: number, json = `{"n":${i}}`): EventRecord {
+  return { eventId: `ev_${i}`, eventType: 't.v0', accountId: 'ac_1', partitionKey: 'h', json };
+}
+
+function ids(batch: Batch): string[] {
+  return batch.records.map((r) => r.eventId);
+}
+
+describe('batcher', () => {
+  it('flushes when a batch reaches maxEvents, without waiting for the timer', async () => {
+    const flushed: Batch[] = [];
+    const b = createBatcher({
+      maxEvents: 3,
+      maxBytes: 1 << 20,
+      lingerMs: 60_000,
+      flush: async (batch) => {
+        flushed.push(batch);
+      },
+    });
+    await b.add([rec(1), rec(2), rec(3), rec(4), rec(5), rec(6)]);
+    expect(flushed.map(ids)).toEqual([
+      ['ev_1', 'ev_2', 'ev_3'],
+      ['ev_4', 'ev_5', 'ev_6'],
+    ]);
+    await b.close();
+  });
+
+  it('flushes before a record would push the batch past maxBytes and reports bytes', async () => {
+    const flushed: Batch[] = [];
+    const b = createBatcher({
+      maxEvents: 100,
+      maxBytes: 20,
+      lingerMs: 60_000,
+      flush: async (batch) => {
+        flushed.push(batch);
+      },
+    });
+    const tenBytes = (i: number) => rec(i, '{"a":"12"}');
+    const done = b.add([tenBytes(1), tenBytes(2), tenBytes(3)]);
+    await b.close();
+    await done;
+    expect(flushed.map(ids)).toEqual([['ev_1', 'ev_2'], ['ev_3']]);
+    expect(flushed.map((f) => f.bytes)).toEqual([20, 10]);
+  });
+
+  it('flushes a partial batch when the linger timer started by its first record fires', async () => {
+    const flushed: Batch[] = [];
+    const b = createBatcher({
+      maxEvents: 100,
+      maxBytes: 1 << 20,
+      lingerMs: 30,
+      flush: async (batch) => {
+        flushed.push(batch);
+      },
+    });
+    const started = Date.now();
+    await Promise.all([b.add([rec(1)]), b.add([rec(2)])]);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(25);
+    expect(flushed.map(ids)).toEqual([['ev_1', 'ev_2']]);
+    await b.close();
+  });
+
+  it('runs one flush at a time, in arrival order', async () => {
+    let inFlight = 0;
+    let maxInFlight = 0;
+    const order: string[] = [];
+    const b = createBatcher({
+      maxEvents: 2,
+      maxBytes: 1 << 20,
+      lingerMs: 5,
+      flush: async (batch) => {
+        inFlight++;
+        maxInFlight = Math.max(maxInFlight, inFlight);
+        await new Promise((r) => setTimeout(r, 5));
+        order.push(...ids(batch));
+        inFlight--;
+      },
+    });
+    const adds = [];
+    for (let i = 0; i < 10; i++) adds.push(b.add([rec(i)]));
+    await Promise.all(adds);
+    expect(maxInFlight).toBe(1);
+    expect(order).toEqual(Array.from({ length: 10 }, (_, i) => `ev_${i}`));
+    await b.close();
+  });
+
+  it('rejects the callers of a failed batch only, and keeps going', async () => {
+    const b = createBatcher({
+      maxEvents: 1,
+      maxBytes: 1 << 20,
+      lingerMs: 5,
+      flush: async (batch) => {
+        if (batch.records[0].eventId === 'ev_2') throw new Error('boom');
+      },
+    });
+    const results = await Promise.allSettled([b.add([rec(1)]), b.add([rec(2)]), b.add([rec(3)])]);
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    await b.close();
+  });
+
+  it('resolves an add spanning several batches only when all of them flushed', async () => {
+    const gates: Array<() => void> = [];
+    const b = createBatcher({
+      maxEvents: 1,
+      maxBytes: 1 << 20,
+      lingerMs: 5,
+      flush: () => new Promise<void>((r) => gates.push(r)),
+    });
+    let settled = false;
+    const done = b.add([rec(1), rec(2)]).then(() => {
+      settled = true;
+    });
+    await new Promise((r) => setTimeout(r, 10));
+    gates.shift()?.();
+    await new Promise((r) => setTimeout(r, 10));
+    expect(settled).toBe(false);
+    gates.shift()?.();
+    await done;
+    expect(settled).toBe(true);
+    await b.close();
+  });
+
+  it('bounds pending bytes: rejects a whole add with BatcherFullError, accepts again after flush', async () => {
+    let release: () => void = () => {};
+    const b = createBatcher({
+      maxEvents: 1,
+      maxBytes: 100,
+      lingerMs: 5,
+      maxPendingBytes: 20,
+      flush: () =>
+        new Promise<void>((r) => {
+          release = r;
+        }),
+    });
+    const first = b.add([rec(1, '{"x":"0123456"}')]); // 15 bytes
+    expect(b.pendingBytes).toBe(15);
+    await expect(b.add([rec(2, '{"x":"0123456"}')])).rejects.toBeInstanceOf(BatcherFullError);
+    expect(b.pendingBytes).toBe(15);
+    await new Promise((r) => setTimeout(r, 5));
+    release();
+    await first;
+    expect(b.pendingBytes).toBe(0);
+    const second = b.add([rec(3)]);
+    await new Promise((r) => setTimeout(r, 10));
+    release();
+    await second;
+    await b.close();
+  });
+
+  it('close flushes what is left and refuses new records', async () => {
+    const flushed: Batch[] = [];
+    const b = createBatcher({
+      maxEvents: 100,
+      maxBytes: 1 << 20,
+      lingerMs: 60_000,
+      flush: async (batch) => {
+        flushed.push(batch);
+      },
+    });
+    const pending = b.add([rec(1), rec(2)]);
+    await b.close();
+    await pending;
+    expect(flushed.map(ids)).toEqual([['ev_1', 'ev_2']]);
+    await expect(b.add([rec(3)])).rejects.toBeInstanceOf(BatcherClosedError);
+  });
+});

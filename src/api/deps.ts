@@ -5,4 +5,8 @@ import type { Db } from '../store/db.ts';
 export interface ApiDeps {
   db: Db;
   config: Config;
+  /** The pipeline's view of a destination's delivery health, shown as its `health`; optional. */
+  destinationHealth?: (id: string) => unknown;
+  /** Called after a routing change commits, so this instance reloads its routing at once. */
+  onPipelineChange?: () => void;
 }

@@ -4,6 +4,8 @@ import { AppError } from '../errors.ts';
 import { agentIngressRoutes } from './agent-ingresses/routes.ts';
 import { apiKeyRoutes } from './api-keys/routes.ts';
 import type { ApiDeps } from './deps.ts';
+import { eventDestinationRoutes } from './event-destinations/routes.ts';
+import { eventSubscriptionRoutes } from './event-subscriptions/routes.ts';
 
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
 
@@ -36,6 +38,8 @@ export async function restApi(
 
   await app.register(apiKeyRoutes, deps);
   await app.register(agentIngressRoutes, deps);
+  await app.register(eventDestinationRoutes, deps);
+  await app.register(eventSubscriptionRoutes, deps);
 
   collecting = false;
   for (const [url, methods] of methodsByUrl) {

@@ -1,0 +1,180 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { AppError } from '../../errors.ts';
+import { newId } from '../../ids.ts';
+import { fileBaseDir } from '../../sinks/index.ts';
+import type { Queryable } from '../../store/db.ts';
+import {
+  deleteEventDestination,
+  type EventDestinationRow,
+  getEventDestination,
+  insertEventDestination,
+  lockEventDestination,
+  subscriptionsUsingDestination,
+  updateEventDestination,
+} from '../../store/event-destinations.ts';
+import { selectPage } from '../../store/pages.ts';
+import { bumpPipelineVersion } from '../../store/pipeline-config.ts';
+import { withAudit } from '../audit.ts';
+import type { ApiDeps } from '../deps.ts';
+import { pageLinks, parsePageQuery } from '../pagination.ts';
+import {
+  DESCRIPTION_BYTES,
+  type JsonObject,
+  METADATA_BYTES,
+  objectWith,
+  stringField,
+} from '../validate.ts';
+import { type EventDestination, presentEventDestination, withHealth } from './present.ts';
+import { completeTarget, readTarget } from './target.ts';
+
+const FIELDS = ['description', 'metadata', 'format', 'target'];
+
+function notFound(id: string): AppError {
+  return new AppError('ERR_NOT_FOUND', `event destination "${id}" was not found`, { id });
+}
+
+/** SPEC.md's only format is `JSON`; DESIGN.md §4 accepts any letter case and returns `JSON`. */
+function formatField(body: JsonObject): 'JSON' | undefined {
+  const value = body.format;
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string' || value.toUpperCase() !== 'JSON') {
+    throw new AppError('ERR_INVALID_FIELD', '"format" must be "JSON"', { field: 'format' });
+  }
+  return 'JSON';
+}
+
+/**
+ * /event_destinations CRUD. Every change bumps the routing version in its transaction and then
+ * tells the pipeline; secrets in targets are write-only (see target.ts).
+ */
+export async function eventDestinationRoutes(app: FastifyInstance, deps: ApiDeps): Promise<void> {
+  const { db, config } = deps;
+  const base = config.publicUrl;
+  const baseDir = fileBaseDir(config.dataDir);
+
+  /** The resource with the pipeline's health of the destination, when it reports one. */
+  const show = (resource: EventDestination) =>
+    withHealth(resource, deps.destinationHealth?.(resource.id));
+
+  /** Runs a routing change with its audit event and version bump, then notifies the pipeline. */
+  async function change(
+    request: FastifyRequest,
+    eventType: string,
+    work: (tx: Queryable) => Promise<EventDestinationRow>,
+  ): Promise<EventDestination> {
+    const audit = {
+      eventType,
+      accountId: request.caller.accountId,
+      principal: request.caller,
+      publicUrl: base,
+    };
+    const object = await withAudit(db, audit, async (tx) => {
+      const row = await work(tx);
+      await bumpPipelineVersion(tx);
+      return presentEventDestination(row, base);
+    });
+    try {
+      deps.onPipelineChange?.();
+    } catch (error) {
+      request.log.error({ err: error }, 'pipeline change notification failed');
+    }
+    return object;
+  }
+
+  app.post('/event_destinations', async (request, reply) => {
+    const body = objectWith(request.body, FIELDS);
+    const description = stringField(body, 'description', { maxBytes: DESCRIPTION_BYTES }) ?? '';
+    const metadata = stringField(body, 'metadata', { maxBytes: METADATA_BYTES }) ?? '';
+    const format = formatField(body) ?? 'JSON';
+    if (body.target === undefined) {
+      throw new AppError(
+        'ERR_MISSING_FIELD',
+        '"target" is required; give one of file, kafka, clickhouse',
+        { field: 'target' },
+      );
+    }
+    const target = completeTarget(readTarget(body.target), undefined, baseDir);
+    const row: EventDestinationRow = {
+      id: newId('ed'),
+      account_id: request.caller.accountId,
+      description,
+      metadata,
+      format,
+      target,
+      created_at: new Date(),
+    };
+    const created = await change(request, 'event_destination_created.v0', async (tx) => {
+      await insertEventDestination(tx, row);
+      return row;
+    });
+    return reply.code(201).send(show(created));
+  });
+
+  app.get<{ Params: { id: string } }>('/event_destinations/:id', async (request) => {
+    const row = await getEventDestination(db, request.caller.accountId, request.params.id);
+    if (row === undefined) throw notFound(request.params.id);
+    return show(presentEventDestination(row, base));
+  });
+
+  app.get('/event_destinations', async (request) => {
+    const query = parsePageQuery(request.query, 'ed');
+    const page = await selectPage<EventDestinationRow>(
+      db,
+      'event_destinations',
+      request.caller.accountId,
+      query.limit,
+      query.beforeId,
+    );
+    return {
+      event_destinations: page.rows.map((row) => show(presentEventDestination(row, base))),
+      ...pageLinks(`${base}/event_destinations`, query, page.rows.at(-1)?.id, page.more),
+    };
+  });
+
+  // An omitted field is unchanged; a given `target` replaces the whole target, except that an
+  // omitted password is kept when the target kind stays the same.
+  app.patch<{ Params: { id: string } }>('/event_destinations/:id', async (request) => {
+    const body = objectWith(request.body, FIELDS);
+    const description = stringField(body, 'description', { maxBytes: DESCRIPTION_BYTES });
+    const metadata = stringField(body, 'metadata', { maxBytes: METADATA_BYTES });
+    const format = formatField(body);
+    const target = body.target === undefined ? undefined : readTarget(body.target);
+    const { accountId } = request.caller;
+    const updated = await change(request, 'event_destination_updated.v0', async (tx) => {
+      const row = await lockEventDestination(tx, accountId, request.params.id);
+      if (row === undefined) throw notFound(request.params.id);
+      const next: EventDestinationRow = {
+        ...row,
+        description: description ?? row.description,
+        metadata: metadata ?? row.metadata,
+        format: format ?? row.format,
+        target: target === undefined ? row.target : completeTarget(target, row.target, baseDir),
+      };
+      await updateEventDestination(tx, next);
+      return next;
+    });
+    return show(updated);
+  });
+
+  app.delete<{ Params: { id: string } }>('/event_destinations/:id', async (request, reply) => {
+    const { accountId } = request.caller;
+    const { id } = request.params;
+    await change(request, 'event_destination_deleted.v0', async (tx) => {
+      // The lock makes subscriptions that are about to name this destination wait for us.
+      const row = await lockEventDestination(tx, accountId, id);
+      if (row === undefined) throw notFound(id);
+      const users = await subscriptionsUsingDestination(tx, id);
+      if (users.length > 0) {
+        const named = `event subscription${users.length > 1 ? 's' : ''} ${users.join(', ')}`;
+        throw new AppError(
+          'ERR_DESTINATION_IN_USE',
+          `event destination "${id}" is still used by ${named}; remove it from destination_ids first`,
+          { id, subscription_ids: users },
+        );
+      }
+      await deleteEventDestination(tx, accountId, id);
+      return row;
+    });
+    return reply.code(204).send();
+  });
+}

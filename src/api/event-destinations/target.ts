@@ -1,0 +1,272 @@
+import { isAbsolute } from 'node:path';
+import { AppError } from '../../errors.ts';
+import { parseClickHouseSinkConfig } from '../../sinks/clickhouse/config.ts';
+import { parseFileSinkConfig } from '../../sinks/file/config.ts';
+import { parseKafkaSinkConfig } from '../../sinks/kafka/config.ts';
+import type {
+  ClickHouseTarget,
+  DestinationTarget,
+  FileTarget,
+  KafkaTarget,
+} from '../../store/event-destinations.ts';
+import { type JsonObject, objectWith } from '../validate.ts';
+
+// A destination's `target`: exactly one of the kinds this deployment delivers to. The request's
+// JSON shape (known keys, value types) is checked here; whether the values make a usable target
+// is for each sink's own config parser, so the API and the pipeline agree on what is valid.
+// Secrets (kafka.sasl.password, clickhouse.password) are write-only: stored for the pipeline,
+// never shown; responses say `password_set` instead.
+
+/** The target kinds this deployment delivers to. */
+const SUPPORTED_TARGETS = ['file', 'kafka', 'clickhouse'] as const;
+/** SPEC.md's AWS targets, recognised so that they get a clear "not supported" answer. */
+const UNSUPPORTED_TARGETS = ['firehose', 'kinesis', 'cloudwatch_logs'] as const;
+
+const FILE_FIELDS = ['path', 'max_file_bytes', 'max_file_age_ms'];
+const KAFKA_FIELDS = ['brokers', 'topic', 'client_id', 'compression', 'sasl', 'tls'];
+const SASL_FIELDS = ['mechanism', 'username', 'password'];
+const CLICKHOUSE_FIELDS = ['url', 'database', 'table_prefix', 'user', 'password'];
+
+type Sasl = NonNullable<KafkaTarget['sasl']>;
+
+/** A Kafka target as a request gives it: the SASL password may be omitted (kept on PATCH). */
+type KafkaInput = Omit<KafkaTarget, 'sasl'> & {
+  sasl?: Omit<Sasl, 'password'> & { password?: string };
+};
+
+/** A target as the request gave it: shape-checked, secrets possibly omitted (kept on PATCH). */
+export type TargetInput =
+  | { file: FileTarget }
+  | { kafka: KafkaInput }
+  | { clickhouse: ClickHouseTarget };
+
+function invalid(field: string, message: string): AppError {
+  return new AppError('ERR_INVALID_TARGET', message, { field });
+}
+
+/** An object holding only `allowed` keys; a non-object is an invalid target, not a bad field. */
+function section(value: unknown, allowed: readonly string[], where: string): JsonObject {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw invalid(where, `"${where}" must be an object`);
+  }
+  return objectWith(value, allowed, where);
+}
+
+function optional<T>(
+  body: JsonObject,
+  key: string,
+  where: string,
+  kind: string,
+  is: (value: unknown) => value is T,
+): T | undefined {
+  const value = body[key];
+  if (value === undefined) return undefined;
+  if (!is(value)) throw invalid(`${where}.${key}`, `"${where}.${key}" must be ${kind}`);
+  return value;
+}
+
+function required<T>(
+  body: JsonObject,
+  key: string,
+  where: string,
+  kind: string,
+  is: (value: unknown) => value is T,
+): T {
+  const value = optional(body, key, where, kind, is);
+  if (value === undefined) throw invalid(`${where}.${key}`, `"${where}.${key}" is required`);
+  return value;
+}
+
+const isString = (value: unknown): value is string => typeof value === 'string';
+const isNumber = (value: unknown): value is number => typeof value === 'number';
+const isBoolean = (value: unknown): value is boolean => typeof value === 'boolean';
+const isStringList = (value: unknown): value is string[] =>
+  Array.isArray(value) && value.every(isString);
+
+// Keys whose value is undefined are left out, so stored targets hold only what was given.
+function defined<T extends object>(value: T): T {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as T;
+}
+
+function readFile(value: unknown): FileTarget {
+  const where = 'target.file';
+  const body = section(value, FILE_FIELDS, where);
+  return defined({
+    path: required(body, 'path', where, 'a string', isString),
+    max_file_bytes: optional(body, 'max_file_bytes', where, 'a number', isNumber),
+    max_file_age_ms: optional(body, 'max_file_age_ms', where, 'a number', isNumber),
+  });
+}
+
+function readKafka(value: unknown): KafkaInput {
+  const where = 'target.kafka';
+  const body = section(value, KAFKA_FIELDS, where);
+  let sasl: KafkaInput['sasl'];
+  if (body.sasl !== undefined) {
+    const saslWhere = `${where}.sasl`;
+    const saslBody = section(body.sasl, SASL_FIELDS, saslWhere);
+    sasl = defined({
+      mechanism: required(
+        saslBody,
+        'mechanism',
+        saslWhere,
+        'a string',
+        isString,
+      ) as Sasl['mechanism'],
+      username: required(saslBody, 'username', saslWhere, 'a string', isString),
+      password: optional(saslBody, 'password', saslWhere, 'a string', isString),
+    });
+  }
+  return defined({
+    brokers: required(body, 'brokers', where, 'a list of "host:port" strings', isStringList),
+    topic: required(body, 'topic', where, 'a string', isString),
+    client_id: optional(body, 'client_id', where, 'a string', isString),
+    compression: optional(body, 'compression', where, 'a string', isString) as
+      | KafkaTarget['compression']
+      | undefined,
+    sasl,
+    tls: optional(body, 'tls', where, 'true or false', isBoolean),
+  });
+}
+
+function readClickHouse(value: unknown): ClickHouseTarget {
+  const where = 'target.clickhouse';
+  const body = section(value, CLICKHOUSE_FIELDS, where);
+  return defined({
+    url: required(body, 'url', where, 'a string', isString),
+    database: optional(body, 'database', where, 'a string', isString),
+    table_prefix: optional(body, 'table_prefix', where, 'a string', isString),
+    user: optional(body, 'user', where, 'a string', isString),
+    password: optional(body, 'password', where, 'a string', isString),
+  });
+}
+
+/**
+ * Reads a request's `target`: unknown keys at any depth are ERR_UNKNOWN_FIELD, SPEC.md's AWS
+ * kinds are ERR_UNSUPPORTED_TARGET, and anything but exactly one supported kind (or a value of
+ * the wrong type) is ERR_INVALID_TARGET. Values are checked later by completeTarget.
+ */
+export function readTarget(value: unknown): TargetInput {
+  const body = section(value, [...SUPPORTED_TARGETS, ...UNSUPPORTED_TARGETS], 'target');
+  const supported = `supported: ${SUPPORTED_TARGETS.join(', ')}`;
+  for (const kind of UNSUPPORTED_TARGETS) {
+    if (body[kind] !== undefined) {
+      throw new AppError(
+        'ERR_UNSUPPORTED_TARGET',
+        `target "${kind}" is not supported by this deployment; ${supported}`,
+        { field: `target.${kind}` },
+      );
+    }
+  }
+  const kinds = SUPPORTED_TARGETS.filter((kind) => body[kind] !== undefined);
+  if (kinds.length !== 1) {
+    throw invalid(
+      'target',
+      kinds.length === 0
+        ? `"target" must name exactly one kind of target; ${supported}`
+        : `"target" must name exactly one kind of target, got ${kinds.join(' and ')}`,
+    );
+  }
+  switch (kinds[0]) {
+    case 'file':
+      return { file: readFile(body.file) };
+    case 'kafka':
+      return { kafka: readKafka(body.kafka) };
+    case 'clickhouse':
+      return { clickhouse: readClickHouse(body.clickhouse) };
+  }
+}
+
+/** The sink parsers' setting names where they differ from the API's. */
+const FILE_SETTING_NAMES: Record<string, string> = {
+  maxFileBytes: 'max_file_bytes',
+  maxFileAgeMs: 'max_file_age_ms',
+};
+
+// Runs a sink's own config parser; its message names the bad setting.
+function checkWith(kind: string, parse: () => unknown, rename: Record<string, string> = {}) {
+  try {
+    parse();
+  } catch (error) {
+    let message = error instanceof Error ? error.message : String(error);
+    for (const [from, to] of Object.entries(rename)) message = message.replaceAll(from, to);
+    throw invalid(`target.${kind}`, message);
+  }
+}
+
+/**
+ * The target to store: a secret the request omitted is kept from `previous` when the target
+ * kind is unchanged (so a PATCH need not resend it); then each sink's parser checks the values.
+ * File paths are relative to `fileBaseDir` (DATA_DIR/events) and may not leave it.
+ */
+export function completeTarget(
+  input: TargetInput,
+  previous: DestinationTarget | undefined,
+  fileBaseDir: string,
+): DestinationTarget {
+  if ('file' in input) {
+    const file = input.file;
+    if (isAbsolute(file.path)) {
+      throw invalid(
+        'target.file.path',
+        'file destination: path must be relative to the data directory (DATA_DIR/events)',
+      );
+    }
+    checkWith(
+      'file',
+      () =>
+        parseFileSinkConfig(
+          {
+            path: file.path,
+            maxFileBytes: file.max_file_bytes,
+            maxFileAgeMs: file.max_file_age_ms,
+          },
+          { baseDir: fileBaseDir, allowAbsolute: false },
+        ),
+      FILE_SETTING_NAMES,
+    );
+    return { file };
+  }
+  if ('kafka' in input) {
+    const { sasl, ...rest } = input.kafka;
+    let kafka: KafkaTarget = rest;
+    if (sasl !== undefined) {
+      const kept = previous !== undefined && 'kafka' in previous ? previous.kafka.sasl : undefined;
+      const password = sasl.password ?? kept?.password;
+      if (password === undefined) {
+        throw invalid('target.kafka.sasl.password', '"target.kafka.sasl.password" is required');
+      }
+      kafka = { ...rest, sasl: { ...sasl, password } };
+    }
+    checkWith('kafka', () => parseKafkaSinkConfig(kafka));
+    return { kafka: defined(kafka) };
+  }
+  const kept =
+    previous !== undefined && 'clickhouse' in previous ? previous.clickhouse.password : undefined;
+  const clickhouse = defined({ ...input.clickhouse, password: input.clickhouse.password ?? kept });
+  checkWith('clickhouse', () => parseClickHouseSinkConfig(clickhouse));
+  return { clickhouse };
+}
+
+/**
+ * The target as responses and audit events show it: secrets replaced by `password_set`, keys in
+ * a fixed order (the store's jsonb does not keep the order they were given in).
+ */
+export function presentTarget(target: DestinationTarget) {
+  if ('file' in target) {
+    const { path, max_file_bytes, max_file_age_ms } = target.file;
+    return { file: defined({ path, max_file_bytes, max_file_age_ms }) };
+  }
+  if ('kafka' in target) {
+    const { brokers, topic, client_id, compression, sasl, tls } = target.kafka;
+    const shownSasl = sasl && {
+      mechanism: sasl.mechanism,
+      username: sasl.username,
+      password_set: true,
+    };
+    return { kafka: defined({ brokers, topic, client_id, compression, sasl: shownSasl, tls }) };
+  }
+  const { url, database, table_prefix, user, password } = target.clickhouse;
+  const password_set = password !== undefined && password !== '';
+  return { clickhouse: defined({ url, database, table_prefix, user, password_set }) };
+}

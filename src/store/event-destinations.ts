@@ -1,0 +1,152 @@
+import type { Queryable } from './db.ts';
+
+/** A file target: NDJSON files in a directory relative to the data directory's events/. */
+export interface FileTarget {
+  path: string;
+  max_file_bytes?: number;
+  max_file_age_ms?: number;
+}
+
+/** A Kafka target; sasl.password is a secret the API never shows. */
+export interface KafkaTarget {
+  brokers: string[];
+  topic: string;
+  client_id?: string;
+  compression?: 'none' | 'gzip';
+  sasl?: {
+    mechanism: 'plain' | 'scram-sha-256' | 'scram-sha-512';
+    username: string;
+    password: string;
+  };
+  tls?: boolean;
+}
+
+/** A ClickHouse target; password is a secret the API never shows. */
+export interface ClickHouseTarget {
+  url: string;
+  database?: string;
+  table_prefix?: string;
+  user?: string;
+  password?: string;
+}
+
+/** Exactly one kind of target, as the API names them; stored whole, secrets included. */
+export type DestinationTarget =
+  | { file: FileTarget }
+  | { kafka: KafkaTarget }
+  | { clickhouse: ClickHouseTarget };
+
+/** An event destination as stored. */
+export interface EventDestinationRow {
+  id: string;
+  account_id: string;
+  description: string;
+  metadata: string;
+  format: 'JSON';
+  target: DestinationTarget;
+  created_at: Date;
+}
+
+/** Inserts a destination row. */
+export async function insertEventDestination(
+  db: Queryable,
+  row: EventDestinationRow,
+): Promise<void> {
+  await db.query(
+    `INSERT INTO event_destinations (id, account_id, description, metadata, format, target, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+    [
+      row.id,
+      row.account_id,
+      row.description,
+      row.metadata,
+      row.format,
+      JSON.stringify(row.target),
+      row.created_at,
+    ],
+  );
+}
+
+/** One destination of an account. */
+export async function getEventDestination(
+  db: Queryable,
+  accountId: string,
+  id: string,
+): Promise<EventDestinationRow | undefined> {
+  const result = await db.query<EventDestinationRow>(
+    'SELECT * FROM event_destinations WHERE account_id = $1 AND id = $2',
+    [accountId, id],
+  );
+  return result.rows[0];
+}
+
+/**
+ * Locks one destination for update inside a transaction. Subscriptions that start naming it
+ * wait for the lock (their foreign key check), so a delete's in-use check cannot be raced.
+ */
+export async function lockEventDestination(
+  db: Queryable,
+  accountId: string,
+  id: string,
+): Promise<EventDestinationRow | undefined> {
+  const result = await db.query<EventDestinationRow>(
+    'SELECT * FROM event_destinations WHERE account_id = $1 AND id = $2 FOR UPDATE',
+    [accountId, id],
+  );
+  return result.rows[0];
+}
+
+/**
+ * The ids among `ids` that name destinations of the account, locked against deletion until the
+ * caller's transaction ends (so a subscription never names a destination being deleted).
+ */
+export async function lockDestinationsForReference(
+  db: Queryable,
+  accountId: string,
+  ids: string[],
+): Promise<Set<string>> {
+  if (ids.length === 0) return new Set();
+  const result = await db.query<{ id: string }>(
+    'SELECT id FROM event_destinations WHERE account_id = $1 AND id = ANY($2) FOR KEY SHARE',
+    [accountId, ids],
+  );
+  return new Set(result.rows.map((row) => row.id));
+}
+
+/** Writes description, metadata, format and target of an existing (locked) row. */
+export async function updateEventDestination(
+  db: Queryable,
+  row: EventDestinationRow,
+): Promise<void> {
+  await db.query(
+    `UPDATE event_destinations SET description = $3, metadata = $4, format = $5, target = $6
+     WHERE account_id = $1 AND id = $2`,
+    [row.account_id, row.id, row.description, row.metadata, row.format, JSON.stringify(row.target)],
+  );
+}
+
+/** Deletes a destination (no subscription may name it any more) and returns the row it was. */
+export async function deleteEventDestination(
+  db: Queryable,
+  accountId: string,
+  id: string,
+): Promise<EventDestinationRow | undefined> {
+  const result = await db.query<EventDestinationRow>(
+    'DELETE FROM event_destinations WHERE account_id = $1 AND id = $2 RETURNING *',
+    [accountId, id],
+  );
+  return result.rows[0];
+}
+
+/** The subscriptions that still deliver to a destination, oldest first. */
+export async function subscriptionsUsingDestination(
+  db: Queryable,
+  destinationId: string,
+): Promise<string[]> {
+  const result = await db.query<{ subscription_id: string }>(
+    `SELECT subscription_id FROM event_subscription_destinations
+     WHERE destination_id = $1 ORDER BY subscription_id`,
+    [destinationId],
+  );
+  return result.rows.map((row) => row.subscription_id);
+}

@@ -1,9 +1,13 @@
+import { fastifyConnectPlugin } from '@connectrpc/connect-fastify';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { installErrorHandlers } from './api/http-errors.ts';
 import { type RouteTable, restApi } from './api/index.ts';
+import { createTokenSet } from './auth/tokens.ts';
 import type { Config } from './config.ts';
 import { newId } from './ids.ts';
+import { ingestRoutes } from './ingest/ingest-service.ts';
 import type { Logger } from './logger.ts';
+import type { Pipeline } from './pipeline/pipeline.ts';
 import type { Db } from './store/db.ts';
 
 /** What the HTTP server is built from. */
@@ -11,13 +15,15 @@ export interface AppDeps {
   config: Config;
   db: Db;
   logger: Logger;
+  pipeline: Pipeline;
 }
 
-/** The Fastify instance: REST API and health routes, each registered explicitly. */
+/** The Fastify instance: health, the REST API and the Connect ingest service, each registered explicitly. */
 export async function buildApp({
   config,
   db,
   logger,
+  pipeline,
 }: AppDeps): Promise<{ app: FastifyInstance; routes: RouteTable }> {
   const app = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
@@ -25,6 +31,7 @@ export async function buildApp({
     genReqId: () => newId('op'),
     return503OnClosing: true,
     forceCloseConnections: 'idle',
+    http2: false,
   });
   installErrorHandlers(app);
   const routes: RouteTable = [];
@@ -37,6 +44,21 @@ export async function buildApp({
       return reply.code(503).send({ status: 'unavailable', reason: 'store does not answer' });
     }
   });
-  await app.register(restApi, { db, config, routes });
+  await app.register(restApi, {
+    db,
+    config,
+    routes,
+    destinationHealth: pipeline.destinationHealth,
+    onPipelineChange: () => {
+      pipeline.reload().catch((error) => logger.error({ err: error }, 'pipeline reload failed'));
+    },
+  });
+  await app.register(fastifyConnectPlugin, {
+    routes: ingestRoutes({ pipeline, isIngestToken: createTokenSet(config.ingestTokens) }),
+    readMaxBytes: config.maxIngestBytes,
+    grpc: true,
+    grpcWeb: true,
+    connect: true,
+  });
   return { app, routes };
 }

@@ -19,6 +19,7 @@ export const ERROR_CODES = {
   ERR_FIELD_NOT_UPDATABLE: { status: 400, connect: Code.InvalidArgument, retriable: false },
   ERR_INVALID_DOMAIN: { status: 400, connect: Code.InvalidArgument, retriable: false },
   ERR_DOMAIN_TAKEN: { status: 409, connect: Code.AlreadyExists, retriable: false },
+  ERR_INVALID_EVENTS: { status: 400, connect: Code.InvalidArgument, retriable: false },
   ERR_INVALID_QUERY: { status: 400, connect: Code.InvalidArgument, retriable: false },
   ERR_INVALID_FILTER: { status: 400, connect: Code.InvalidArgument, retriable: false },
   ERR_INVALID_FIELDS: { status: 400, connect: Code.InvalidArgument, retriable: false },

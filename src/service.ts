@@ -4,6 +4,7 @@ import { buildApp } from './app.ts';
 import { bootstrapFirstKey } from './bootstrap.ts';
 import type { Config } from './config.ts';
 import type { Logger } from './logger.ts';
+import { createPipeline, type Pipeline } from './pipeline/pipeline.ts';
 import type { Db } from './store/db.ts';
 import { openStore } from './store/index.ts';
 
@@ -11,36 +12,44 @@ import { openStore } from './store/index.ts';
 export interface Service {
   app: FastifyInstance;
   db: Db;
+  pipeline: Pipeline;
   routes: RouteTable;
   url: string;
   /** The first API key, when this start created it (empty store). */
   firstKey: Awaited<ReturnType<typeof bootstrapFirstKey>>;
+  /** Stops accepting, lets requests in flight finish, flushes the pipeline, closes the store. */
   close(): Promise<void>;
 }
 
-/** Opens the store, creates the first key on an empty store, and listens. */
+/** Opens the store, creates the first key on an empty store, starts the pipeline, and listens. */
 export async function startService(config: Config, logger: Logger): Promise<Service> {
   const db = await openStore(config);
+  let pipeline: Pipeline | undefined;
   try {
     const firstKey = await bootstrapFirstKey(db, config);
-    const { app, routes } = await buildApp({ config, db, logger });
+    pipeline = await createPipeline({ db, config, logger });
+    const { app, routes } = await buildApp({ config, db, logger, pipeline });
     const url = await app.listen({ host: config.host, port: config.port });
     let closing: Promise<void> | undefined;
+    const running = pipeline;
     return {
       app,
       db,
+      pipeline: running,
       routes,
       url,
       firstKey,
       close() {
         closing ??= (async () => {
           await app.close();
+          await running.close();
           await db.close();
         })();
         return closing;
       },
     };
   } catch (error) {
+    await pipeline?.close();
     await db.close();
     throw error;
   }

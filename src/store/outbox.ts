@@ -34,14 +34,33 @@ export interface OutboxRow {
   envelope: Envelope;
 }
 
-/** The oldest undelivered audit events. */
-export async function pendingOutbox(db: Queryable, limit: number): Promise<OutboxRow[]> {
+/**
+ * Claims the oldest undelivered audit events that no other relay holds, for `leaseSeconds`;
+ * a relay that dies lets its lease run out and another takes the rows again.
+ */
+export async function claimOutbox(
+  db: Queryable,
+  limit: number,
+  leaseSeconds: number,
+): Promise<OutboxRow[]> {
   const result = await db.query<OutboxRow>(
-    `SELECT seq, event_id, account_id, event_type, envelope FROM audit_outbox
-     WHERE delivered_at IS NULL ORDER BY seq LIMIT $1`,
-    [limit],
+    `UPDATE audit_outbox SET lease_until = now() + make_interval(secs => $2)
+     WHERE seq IN (
+       SELECT seq FROM audit_outbox
+       WHERE delivered_at IS NULL AND (lease_until IS NULL OR lease_until < now())
+       ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED)
+     RETURNING seq::text AS seq, event_id, account_id, event_type, envelope`,
+    [limit, leaseSeconds],
   );
-  return result.rows;
+  return result.rows.sort((a, b) => (BigInt(a.seq) < BigInt(b.seq) ? -1 : 1));
+}
+
+/** Gives claimed rows back at once (delivery failed; retry without waiting for the lease). */
+export async function releaseOutbox(db: Queryable, seqs: string[]): Promise<void> {
+  if (seqs.length === 0) return;
+  await db.query('UPDATE audit_outbox SET lease_until = NULL WHERE seq = ANY($1::bigint[])', [
+    seqs,
+  ]);
 }
 
 /** Marks audit events delivered (durable at every destination they were routed to). */

@@ -1,0 +1,104 @@
+import type { Logger } from '../logger.ts';
+import type { Db } from '../store/db.ts';
+import { claimOutbox, markDelivered, releaseOutbox } from '../store/outbox.ts';
+import { deliverAll } from './deliver.ts';
+import type { Destinations } from './destinations.ts';
+import type { Routing } from './routing.ts';
+import type { EventRecord } from './types.ts';
+import type { Delivery } from './worker-protocol.ts';
+
+const BATCH = 500;
+const LEASE_SECONDS = 60;
+
+/** Relays audit events from the outbox to their subscriptions' destinations. */
+export interface AuditRelay {
+  /** Relays until the outbox has nothing claimable; resolves with how many rows it handled. */
+  drain(): Promise<number>;
+  close(): Promise<void>;
+}
+
+/**
+ * Polls the outbox, routes each audit event by account and type (audit sources have no filter
+ * or field selection), delivers through the same destinations as traffic, and marks a row
+ * delivered only once it is durable at every destination it was routed to.
+ */
+export function createAuditRelay(deps: {
+  db: Db;
+  destinations: Destinations;
+  routing: () => Routing;
+  logger: Logger;
+  intervalMs: number;
+}): AuditRelay {
+  const { db, destinations, logger } = deps;
+  let running: Promise<number> | undefined;
+  let closed = false;
+
+  async function relayBatch(): Promise<number> {
+    const rows = await claimOutbox(db, BATCH, LEASE_SECONDS);
+    if (rows.length === 0) return 0;
+    const routing = deps.routing();
+    const byDestination = new Map<string, EventRecord[]>();
+    for (const row of rows) {
+      const routes = routing.routes(row.account_id, row.event_type);
+      if (routes.length === 0) continue;
+      const object = row.envelope.object as { id?: string } | null;
+      const record: EventRecord = {
+        eventId: row.event_id,
+        eventType: row.event_type,
+        accountId: row.account_id,
+        partitionKey: object?.id ?? row.account_id,
+        json: JSON.stringify(row.envelope),
+      };
+      const ids = new Set(routes.flatMap((route) => route.destinationIds));
+      for (const id of ids) {
+        const records = byDestination.get(id);
+        if (records === undefined) byDestination.set(id, [record]);
+        else records.push(record);
+      }
+    }
+    const deliveries: Delivery[] = [...byDestination].map(([destinationId, records]) => ({
+      destinationId,
+      records,
+    }));
+    const seqs = rows.map((row) => row.seq);
+    try {
+      await deliverAll(destinations, deliveries);
+    } catch (error) {
+      await releaseOutbox(db, seqs);
+      throw error;
+    }
+    await markDelivered(db, seqs);
+    return rows.length;
+  }
+
+  async function drainAll(): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const n = await relayBatch();
+      total += n;
+      if (n < BATCH) return total;
+    }
+  }
+
+  function drain(): Promise<number> {
+    running ??= drainAll().finally(() => {
+      running = undefined;
+    });
+    return running;
+  }
+
+  const timer = setInterval(() => {
+    if (closed || running !== undefined) return;
+    drain().catch((error) => logger.warn({ err: error }, 'audit relay will retry'));
+  }, deps.intervalMs);
+  timer.unref();
+
+  return {
+    drain,
+    async close() {
+      closed = true;
+      clearInterval(timer);
+      await running?.catch(() => {});
+    },
+  };
+}

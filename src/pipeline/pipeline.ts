@@ -1,0 +1,138 @@
+import type { Config } from '../config.ts';
+import { AppError } from '../errors.ts';
+import type { Logger } from '../logger.ts';
+import type { Db } from '../store/db.ts';
+import { currentPipelineVersion, loadPipelineConfig } from '../store/pipeline-config.ts';
+import { type AuditRelay, createAuditRelay } from './audit-relay.ts';
+import { deliverAll } from './deliver.ts';
+import type { DestinationHealth } from './destination.ts';
+import { createDestinations, type Destinations } from './destinations.ts';
+import { compileRouting, type Routing } from './routing.ts';
+import { createRoutePool, type RoutePool } from './worker-pool.ts';
+
+/** The outcome of one acknowledged Publish. */
+export interface Published {
+  eventIds: string[];
+  matched: number;
+}
+
+/** The data plane: routes requests in workers, delivers durably, relays audit events. */
+export interface Pipeline {
+  /** Resolves when every event of the request is durable; throws AppError otherwise. */
+  publish(request: Uint8Array, receivedAt: number): Promise<Published>;
+  /** Reloads subscriptions and destinations from the store (after a change). */
+  reload(): Promise<void>;
+  destinationHealth(id: string): DestinationHealth | undefined;
+  /** The audit relay, for callers that want delivery now (tests, shutdown). */
+  readonly relay: AuditRelay;
+  /** Stops taking requests, waits for those in flight, flushes every destination. */
+  close(): Promise<void>;
+}
+
+const VERSION_POLL_MS = 2_000;
+
+/** Builds the pipeline from the store's current configuration. */
+export async function createPipeline(deps: {
+  db: Db;
+  config: Config;
+  logger: Logger;
+}): Promise<Pipeline> {
+  const { db, config, logger } = deps;
+  const pool: RoutePool = createRoutePool({
+    threads: config.workerThreads,
+    maxQueue: config.maxInflightRequests,
+  });
+  const destinations: Destinations = createDestinations({
+    dataDir: config.dataDir,
+    logger,
+    batcher: {
+      maxEvents: config.batchMaxEvents,
+      maxBytes: config.batchMaxBytes,
+      lingerMs: config.batchLingerMs,
+    },
+    spoolMaxBytes: config.spoolMaxBytes,
+  });
+  let routing: Routing = compileRouting({ version: 0, subscriptions: [] });
+  let inflight = 0;
+  let closing = false;
+  let idle: (() => void) | undefined;
+  let reloading: Promise<void> | undefined;
+  let reloadAgain: Promise<void> | undefined;
+
+  async function load(): Promise<void> {
+    const loaded = await loadPipelineConfig(db);
+    const next = compileRouting(loaded);
+    for (const broken of next.broken)
+      logger.error(broken, 'subscription source does not compile; skipped');
+    // Destinations first, so no route ever names one that is not open yet.
+    await destinations.sync(loaded.destinations);
+    pool.setConfig(loaded);
+    routing = next;
+  }
+
+  // A reload always reads the store after it was asked for: while one runs, callers share one
+  // follow-up load instead of the one in flight (which may predate their change).
+  function reload(): Promise<void> {
+    if (reloading === undefined) {
+      reloading = load().finally(() => {
+        reloading = undefined;
+      });
+      return reloading;
+    }
+    reloadAgain ??= reloading
+      .catch(() => {})
+      .then(() => {
+        reloadAgain = undefined;
+        return reload();
+      });
+    return reloadAgain;
+  }
+
+  await load();
+  const poll = setInterval(async () => {
+    try {
+      if ((await currentPipelineVersion(db)) !== routing.version) await reload();
+    } catch (error) {
+      logger.warn({ err: error }, 'pipeline configuration poll failed');
+    }
+  }, VERSION_POLL_MS);
+  poll.unref();
+  const relay = createAuditRelay({
+    db,
+    destinations,
+    routing: () => routing,
+    logger,
+    intervalMs: 200,
+  });
+
+  return {
+    relay,
+    reload,
+    destinationHealth: (id) => destinations.health(id),
+    async publish(request, receivedAt) {
+      if (closing) throw new AppError('ERR_UNAVAILABLE', 'the service is shutting down; retry');
+      if (inflight >= config.maxInflightRequests) {
+        throw new AppError('ERR_BACKPRESSURE', 'too many requests in flight; retry later');
+      }
+      inflight++;
+      try {
+        const result = await pool.route(request, receivedAt);
+        if (result.kind === 'invalid') throw new AppError('ERR_INVALID_EVENTS', result.message);
+        await deliverAll(destinations, result.deliveries);
+        return { eventIds: result.eventIds, matched: result.matched };
+      } finally {
+        inflight--;
+        if (inflight === 0) idle?.();
+      }
+    },
+    async close() {
+      closing = true;
+      clearInterval(poll);
+      if (inflight > 0) await new Promise<void>((resolve) => (idle = resolve));
+      await relay.close();
+      await relay.drain().catch((error) => logger.warn({ err: error }, 'final audit relay failed'));
+      await destinations.close();
+      await pool.close();
+    },
+  };
+}

@@ -1,0 +1,108 @@
+import { fromBinary } from '@bufbuild/protobuf';
+import type { EventJson } from '../catalogue/index.ts';
+import { timestampToJson, trafficToJson } from '../catalogue/index.ts';
+import { type Event, PublishRequestSchema } from '../gen/agent_ingress/ingest/v0/ingest_pb.ts';
+import { newId } from '../ids.ts';
+import type { Routing } from './routing.ts';
+import type { EventRecord } from './types.ts';
+import type { Delivery, RouteResult } from './worker-protocol.ts';
+
+const toJson = {
+  'http_request_complete.v0': trafficToJson('http_request_complete.v0'),
+  'tcp_connection_closed.v0': trafficToJson('tcp_connection_closed.v0'),
+};
+
+const PAYLOAD_TYPES = {
+  httpRequestComplete: 'http_request_complete.v0',
+  tcpConnectionClosed: 'tcp_connection_closed.v0',
+} as const;
+
+const EVENT_ID = /^[\x21-\x7e]{1,128}$/;
+const MAX_ACCOUNT_ID = 128;
+
+/** Why an event makes its whole request invalid, or undefined when it is fine. */
+function problem(event: Event, index: number): string | undefined {
+  if (event.accountId === '' || event.accountId.length > MAX_ACCOUNT_ID) {
+    return `events[${index}].account_id must be 1-${MAX_ACCOUNT_ID} characters`;
+  }
+  if (event.payload.case === undefined) {
+    return `events[${index}] has no payload (http_request_complete or tcp_connection_closed)`;
+  }
+  if (event.eventId !== '' && !EVENT_ID.test(event.eventId)) {
+    return `events[${index}].event_id must be 1-128 printable ASCII characters`;
+  }
+  if (event.eventTimestamp !== undefined && timestampToJson(event.eventTimestamp) === null) {
+    return `events[${index}].event_timestamp is out of range`;
+  }
+  return undefined;
+}
+
+/** The Kafka partition key: one host's events stay together, in order. */
+function partitionKey(object: EventJson): string {
+  const conn = object.conn as { server_name?: string; client_ip?: string } | undefined;
+  return conn?.server_name || conn?.client_ip || '';
+}
+
+/**
+ * The per-request work of the data plane: decode, validate every event (one bad event rejects
+ * the request, so nothing of it is delivered), then for each event its account's routes: filter,
+ * project, wrap in the envelope, serialize once per projection, and group by destination.
+ */
+export function routeRequest(routing: Routing, bytes: Uint8Array, receivedAt: number): RouteResult {
+  let request: ReturnType<typeof fromBinary<typeof PublishRequestSchema>>;
+  try {
+    request = fromBinary(PublishRequestSchema, bytes);
+  } catch (error) {
+    return { kind: 'invalid', message: `malformed PublishRequest: ${(error as Error).message}` };
+  }
+  const { events } = request;
+  for (let i = 0; i < events.length; i++) {
+    const why = problem(events[i], i);
+    if (why !== undefined) return { kind: 'invalid', message: why };
+  }
+  const received = new Date(receivedAt).toISOString();
+  const byDestination = new Map<string, EventRecord[]>();
+  const eventIds: string[] = new Array(events.length);
+  let matched = 0;
+  for (let i = 0; i < events.length; i++) {
+    const event = events[i];
+    const eventId = event.eventId || newId('ev');
+    eventIds[i] = eventId;
+    const payload = event.payload as { case: keyof typeof PAYLOAD_TYPES; value: object };
+    const eventType = PAYLOAD_TYPES[payload.case];
+    const routes = routing.routes(event.accountId, eventType);
+    if (routes.length === 0) continue;
+    const object = toJson[eventType](payload.value);
+    const timestamp = event.eventTimestamp ? timestampToJson(event.eventTimestamp)! : received;
+    const key = partitionKey(object);
+    let routedAny = false;
+    for (const route of routes) {
+      if (route.filter !== undefined && !route.filter.matches(object)) continue;
+      routedAny = true;
+      const json = JSON.stringify({
+        event_id: eventId,
+        event_type: eventType,
+        event_timestamp: timestamp,
+        account_id: event.accountId,
+        principal: null,
+        object: route.project === undefined ? object : route.project(object),
+      });
+      const record: EventRecord = {
+        eventId,
+        eventType,
+        accountId: event.accountId,
+        partitionKey: key,
+        json,
+      };
+      for (const destinationId of route.destinationIds) {
+        const records = byDestination.get(destinationId);
+        if (records === undefined) byDestination.set(destinationId, [record]);
+        else records.push(record);
+      }
+    }
+    if (routedAny) matched++;
+  }
+  const deliveries: Delivery[] = [];
+  for (const [destinationId, records] of byDestination) deliveries.push({ destinationId, records });
+  return { kind: 'routed', eventIds, matched, deliveries };
+}

@@ -1,0 +1,77 @@
+import { isTrafficType } from '../catalogue/index.ts';
+import {
+  type CompiledFilter,
+  compileFilter,
+  compileProjection,
+  type Projection,
+} from '../filter/index.ts';
+
+/** The subscriptions the pipeline routes by, for all accounts (loaded from the store). */
+export interface RoutingConfig {
+  version: number;
+  subscriptions: {
+    id: string;
+    accountId: string;
+    sources: { type: string; filter: string; fields: string[] }[];
+    destinationIds: string[];
+  }[];
+}
+
+/** Where one subscription sends one event type, with its compiled filter and projection. */
+export interface Route {
+  subscriptionId: string;
+  /** Undefined: every event matches. */
+  filter: CompiledFilter | undefined;
+  /** Undefined: every field is kept. */
+  project: Projection | undefined;
+  destinationIds: readonly string[];
+}
+
+/** Routes by account and event type, compiled once per configuration version. */
+export interface Routing {
+  readonly version: number;
+  routes(accountId: string, eventType: string): readonly Route[];
+  /** Sources that no longer compile (the catalogue changed under a stored filter); skipped. */
+  readonly broken: readonly { subscriptionId: string; type: string; error: string }[];
+}
+
+const NONE: readonly Route[] = Object.freeze([]);
+
+/** Compiles every source of every subscription; a broken source is skipped and reported. */
+export function compileRouting(config: RoutingConfig): Routing {
+  const table = new Map<string, Route[]>();
+  const broken: { subscriptionId: string; type: string; error: string }[] = [];
+  for (const subscription of config.subscriptions) {
+    if (subscription.destinationIds.length === 0) continue;
+    for (const source of subscription.sources) {
+      let route: Route;
+      try {
+        const traffic = isTrafficType(source.type);
+        route = {
+          subscriptionId: subscription.id,
+          filter:
+            traffic && source.filter.trim() !== ''
+              ? compileFilter(source.type, source.filter)
+              : undefined,
+          project:
+            traffic && source.fields.length > 0
+              ? compileProjection(source.type, source.fields)
+              : undefined,
+          destinationIds: subscription.destinationIds,
+        };
+      } catch (error) {
+        broken.push({ subscriptionId: subscription.id, type: source.type, error: String(error) });
+        continue;
+      }
+      const key = `${subscription.accountId}\n${source.type}`;
+      const routes = table.get(key);
+      if (routes === undefined) table.set(key, [route]);
+      else routes.push(route);
+    }
+  }
+  return {
+    version: config.version,
+    broken,
+    routes: (accountId, eventType) => table.get(`${accountId}\n${eventType}`) ?? NONE,
+  };
+}

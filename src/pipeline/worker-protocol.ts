@@ -1,0 +1,28 @@
+import type { RoutingConfig } from './routing.ts';
+import type { EventRecord } from './types.ts';
+
+// The typed boundary between the ingest thread and the route-events workers: one task per
+// Publish request (never per event), one result per task.
+
+/** One Publish request for a worker: its protobuf bytes and the routing version to apply. */
+export interface RouteTask {
+  version: number;
+  /** Present when the worker must (re)build its routing; workers ask for it with `need-config`. */
+  config?: RoutingConfig;
+  /** The PublishRequest, binary protobuf. */
+  request: Uint8Array;
+  /** Milliseconds since the epoch when the request arrived: the default event time. */
+  receivedAt: number;
+}
+
+/** The records one destination must make durable for the request to be acknowledged. */
+export interface Delivery {
+  destinationId: string;
+  records: EventRecord[];
+}
+
+/** What a worker answers. */
+export type RouteResult =
+  | { kind: 'need-config' }
+  | { kind: 'invalid'; message: string }
+  | { kind: 'routed'; eventIds: string[]; matched: number; deliveries: Delivery[] };

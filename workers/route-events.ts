@@ -1,0 +1,18 @@
+import { routeRequest } from '../src/pipeline/route-events.ts';
+import { compileRouting, type Routing } from '../src/pipeline/routing.ts';
+import type { RouteResult, RouteTask } from '../src/pipeline/worker-protocol.ts';
+
+// Piscina worker entry point. Each worker keeps the routing (compiled CEL filters and
+// projections) of one configuration version; a task for another version makes it ask for the
+// configuration, which the pool sends with the retried task. No database access here.
+
+let routing: Routing | undefined;
+
+/** Routes one Publish request. */
+export default function routeEvents(task: RouteTask): RouteResult {
+  if (task.config !== undefined && routing?.version !== task.config.version) {
+    routing = compileRouting(task.config);
+  }
+  if (routing === undefined || routing.version !== task.version) return { kind: 'need-config' };
+  return routeRequest(routing, task.request, task.receivedAt);
+}

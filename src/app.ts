@@ -1,11 +1,10 @@
-import { fastifyConnectPlugin } from '@connectrpc/connect-fastify';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { installErrorHandlers } from './api/http-errors.ts';
 import { type RouteTable, restApi } from './api/index.ts';
 import { createTokenSet } from './auth/tokens.ts';
 import type { Config } from './config.ts';
 import { newId } from './ids.ts';
-import { ingestRoutes } from './ingest/ingest-service.ts';
+import { ingestPlugin } from './ingest/ingest-plugin.ts';
 import type { Logger } from './logger.ts';
 import type { Pipeline } from './pipeline/pipeline.ts';
 import type { Db } from './store/db.ts';
@@ -53,12 +52,10 @@ export async function buildApp({
       pipeline.reload().catch((error) => logger.error({ err: error }, 'pipeline reload failed'));
     },
   });
-  await app.register(fastifyConnectPlugin, {
-    routes: ingestRoutes({ pipeline, isIngestToken: createTokenSet(config.ingestTokens) }),
-    readMaxBytes: config.maxIngestBytes,
-    grpc: true,
-    grpcWeb: true,
-    connect: true,
+  await app.register(ingestPlugin, {
+    pipeline,
+    isIngestToken: createTokenSet(config.ingestTokens),
+    maxIngestBytes: config.maxIngestBytes,
   });
   return { app, routes };
 }

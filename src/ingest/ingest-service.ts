@@ -1,4 +1,4 @@
-import { create, toBinary } from '@bufbuild/protobuf';
+import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import { Code, ConnectError, type ConnectRouter, type HandlerContext } from '@connectrpc/connect';
 import { bearerToken } from '../auth/tokens.ts';
 import { AppError } from '../errors.ts';
@@ -33,7 +33,7 @@ function authenticate(context: HandlerContext, isIngestToken: IngestDeps['isInge
 async function publishOne(pipeline: Pipeline, request: PublishRequest): Promise<string[]> {
   try {
     const result = await pipeline.publish(toBinary(PublishRequestSchema, request), Date.now());
-    return result.eventIds;
+    return fromBinary(PublishResponseSchema, result.response).eventIds;
   } catch (error) {
     throw AppError.from(error).toConnect();
   }

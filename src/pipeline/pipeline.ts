@@ -12,7 +12,9 @@ import { createRoutePool, type RoutePool } from './worker-pool.ts';
 
 /** The outcome of one acknowledged Publish. */
 export interface Published {
-  eventIds: string[];
+  /** The PublishResponse, binary protobuf, as the worker encoded it. */
+  response: Uint8Array;
+  accepted: number;
   matched: number;
 }
 
@@ -119,7 +121,7 @@ export async function createPipeline(deps: {
         const result = await pool.route(request, receivedAt);
         if (result.kind === 'invalid') throw new AppError('ERR_INVALID_EVENTS', result.message);
         await deliverAll(destinations, result.deliveries);
-        return { eventIds: result.eventIds, matched: result.matched };
+        return { response: result.response, accepted: result.accepted, matched: result.matched };
       } finally {
         inflight--;
         if (inflight === 0) idle?.();

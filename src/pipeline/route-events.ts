@@ -1,7 +1,11 @@
-import { fromBinary } from '@bufbuild/protobuf';
+import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import type { EventJson } from '../catalogue/index.ts';
 import { timestampToJson, trafficToJson } from '../catalogue/index.ts';
-import { type Event, PublishRequestSchema } from '../gen/agent_ingress/ingest/v0/ingest_pb.ts';
+import {
+  type Event,
+  PublishRequestSchema,
+  PublishResponseSchema,
+} from '../gen/agent_ingress/ingest/v0/ingest_pb.ts';
 import { newId } from '../ids.ts';
 import type { Routing } from './routing.ts';
 import type { EventRecord } from './types.ts';
@@ -104,5 +108,9 @@ export function routeRequest(routing: Routing, bytes: Uint8Array, receivedAt: nu
   }
   const deliveries: Delivery[] = [];
   for (const [destinationId, records] of byDestination) deliveries.push({ destinationId, records });
-  return { kind: 'routed', eventIds, matched, deliveries };
+  const response = toBinary(
+    PublishResponseSchema,
+    create(PublishResponseSchema, { accepted: events.length, eventIds }),
+  );
+  return { kind: 'routed', response, accepted: events.length, matched, deliveries };
 }

@@ -25,4 +25,11 @@ export interface Delivery {
 export type RouteResult =
   | { kind: 'need-config' }
   | { kind: 'invalid'; message: string }
-  | { kind: 'routed'; eventIds: string[]; matched: number; deliveries: Delivery[] };
+  | {
+      kind: 'routed';
+      /** The PublishResponse (accepted count, assigned ids in request order), binary protobuf. */
+      response: Uint8Array;
+      accepted: number;
+      matched: number;
+      deliveries: Delivery[];
+    };

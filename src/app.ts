@@ -43,8 +43,17 @@ export async function buildApp({
       return reply.code(503).send({ status: 'unavailable', reason: 'store does not answer' });
     }
   });
+  // Every committed REST transaction may have written an audit event: wake the relay at once.
+  const apiDb: Db = {
+    ...db,
+    transaction: (work) =>
+      db.transaction(work).then((result) => {
+        pipeline.relay.kick();
+        return result;
+      }),
+  };
   await app.register(restApi, {
-    db,
+    db: apiDb,
     config,
     routes,
     destinationHealth: pipeline.destinationHealth,

@@ -14,6 +14,8 @@ const LEASE_SECONDS = 60;
 export interface AuditRelay {
   /** Relays until the outbox has nothing claimable; resolves with how many rows it handled. */
   drain(): Promise<number>;
+  /** Asks for a relay soon (an audit event was just written); never throws. */
+  kick(): void;
   close(): Promise<void>;
 }
 
@@ -87,14 +89,18 @@ export function createAuditRelay(deps: {
     return running;
   }
 
-  const timer = setInterval(() => {
+  function kick(): void {
     if (closed || running !== undefined) return;
     drain().catch((error) => logger.warn({ err: error }, 'audit relay will retry'));
-  }, deps.intervalMs);
+  }
+
+  // The interval is the safety net (other instances' writes, expired leases); local writes kick.
+  const timer = setInterval(kick, deps.intervalMs);
   timer.unref();
 
   return {
     drain,
+    kick,
     async close() {
       closed = true;
       clearInterval(timer);

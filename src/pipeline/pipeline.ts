@@ -104,7 +104,7 @@ export async function createPipeline(deps: {
     destinations,
     routing: () => routing,
     logger,
-    intervalMs: 200,
+    intervalMs: 1_000,
   });
 
   return {

@@ -79,29 +79,31 @@ export function routeRequest(routing: Routing, bytes: Uint8Array, receivedAt: nu
     const object = toJson[eventType](payload.value);
     const timestamp = event.eventTimestamp ? timestampToJson(event.eventTimestamp)! : received;
     const key = partitionKey(object);
+    // One serialization per distinct field selection, and one record per destination and
+    // selection: subscriptions that agree share the work and never duplicate a line.
+    const records = new Map<string, EventRecord>();
     let routedAny = false;
     for (const route of routes) {
       if (route.filter !== undefined && !route.filter.matches(object)) continue;
       routedAny = true;
-      const json = JSON.stringify({
-        event_id: eventId,
-        event_type: eventType,
-        event_timestamp: timestamp,
-        account_id: event.accountId,
-        principal: null,
-        object: route.project === undefined ? object : route.project(object),
-      });
-      const record: EventRecord = {
-        eventId,
-        eventType,
-        accountId: event.accountId,
-        partitionKey: key,
-        json,
-      };
+      let record = records.get(route.projectionKey);
+      if (record === undefined) {
+        const json = JSON.stringify({
+          event_id: eventId,
+          event_type: eventType,
+          event_timestamp: timestamp,
+          account_id: event.accountId,
+          principal: null,
+          object: route.project === undefined ? object : route.project(object),
+        });
+        record = { eventId, eventType, accountId: event.accountId, partitionKey: key, json };
+        records.set(route.projectionKey, record);
+      }
       for (const destinationId of route.destinationIds) {
-        const records = byDestination.get(destinationId);
-        if (records === undefined) byDestination.set(destinationId, [record]);
-        else records.push(record);
+        const batch = byDestination.get(destinationId);
+        if (batch === undefined) byDestination.set(destinationId, [record]);
+        else if (!batch.includes(record, Math.max(0, batch.length - routes.length)))
+          batch.push(record);
       }
     }
     if (routedAny) matched++;

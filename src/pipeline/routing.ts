@@ -24,6 +24,8 @@ export interface Route {
   filter: CompiledFilter | undefined;
   /** Undefined: every field is kept. */
   project: Projection | undefined;
+  /** Equal for routes that select the same fields, so their output is serialized once. */
+  projectionKey: string;
   destinationIds: readonly string[];
 }
 
@@ -57,6 +59,8 @@ export function compileRouting(config: RoutingConfig): Routing {
             traffic && source.fields.length > 0
               ? compileProjection(source.type, source.fields)
               : undefined,
+          projectionKey:
+            traffic && source.fields.length > 0 ? [...source.fields].sort().join(',') : '*',
           destinationIds: subscription.destinationIds,
         };
       } catch (error) {

@@ -1,0 +1,93 @@
+import { DESTINATION_TEST_EVENT_TYPE } from '../catalogue/event-types.ts';
+import { newId } from '../ids.ts';
+import type { DestinationHealth } from './destination.ts';
+import type { Destinations } from './destinations.ts';
+import type { EventRecord } from './types.ts';
+
+/**
+ * What a test delivery did: `durable` when the event was written or spooled (as for any event),
+ * `delivered` only when the target itself took it; `error` says why not, when it did not.
+ */
+export interface TestDelivery {
+  eventId: string;
+  durable: boolean;
+  delivered: boolean;
+  error: string | null;
+}
+
+/** The test event's envelope (DESIGN.md §4): no principal, as it changes no account object. */
+export function testEventRecord(destinationId: string, accountId: string): EventRecord {
+  const eventId = newId('ev');
+  const envelope = {
+    event_id: eventId,
+    event_type: DESTINATION_TEST_EVENT_TYPE,
+    event_timestamp: new Date().toISOString(),
+    account_id: accountId,
+    principal: null,
+    object: {
+      destination_id: destinationId,
+      message: 'test event sent by POST /event_destinations/{id}/test',
+    },
+  };
+  return {
+    eventId,
+    eventType: DESTINATION_TEST_EVENT_TYPE,
+    accountId,
+    partitionKey: destinationId,
+    json: JSON.stringify(envelope),
+  };
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+// The destination only says "durable"; whether its target took the batch is read from health:
+// a write after we started, no failure since, and nothing left waiting in the spool.
+function wasDelivered(before: DestinationHealth, after: DestinationHealth, started: string) {
+  return (
+    after.status === 'ok' &&
+    after.last_success_at !== null &&
+    after.last_success_at >= started &&
+    after.last_error_at === before.last_error_at
+  );
+}
+
+/**
+ * Sends one synthetic event to one destination through its normal path (batcher, sink, spool on
+ * failure), so the test checks what real events go through. `reload` (the pipeline's) is awaited
+ * first so a destination created or changed a moment ago is tested as it is now stored. The
+ * caller checks that `accountId` owns the destination; it only stamps the envelope here.
+ */
+export async function deliverTestEvent(
+  destinations: Destinations,
+  id: string,
+  accountId: string,
+  options: { reload?: () => Promise<void> } = {},
+): Promise<TestDelivery> {
+  await options.reload?.();
+  const record = testEventRecord(id, accountId);
+  const destination = destinations.get(id);
+  if (destination === undefined) {
+    return {
+      eventId: record.eventId,
+      durable: false,
+      delivered: false,
+      error: `event destination "${id}" is not open in the pipeline (see the service log)`,
+    };
+  }
+  const started = new Date().toISOString();
+  const before = destination.health();
+  try {
+    await destination.deliver([record]);
+  } catch (error) {
+    return { eventId: record.eventId, durable: false, delivered: false, error: describe(error) };
+  }
+  const after = destination.health();
+  if (wasDelivered(before, after, started)) {
+    return { eventId: record.eventId, durable: true, delivered: true, error: null };
+  }
+  const error =
+    after.last_error ?? 'queued behind events already waiting for this destination (its spool)';
+  return { eventId: record.eventId, durable: true, delivered: false, error };
+}

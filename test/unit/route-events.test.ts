@@ -1,0 +1,91 @@
+import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
+import { describe, expect, it } from 'vitest';
+import {
+  PublishRequestSchema,
+  PublishResponseSchema,
+} from '../../src/gen/agent_ingress/ingest/v0/ingest_pb.ts';
+import { routeRequest } from '../../src/pipeline/route-events.ts';
+import { compileRouting, type RoutingConfig } from '../../src/pipeline/routing.ts';
+import { generateEvents } from '../helpers/events.ts';
+
+const HTTP = 'http_request_complete.v0';
+
+function config(subscriptions: RoutingConfig['subscriptions']): RoutingConfig {
+  return { version: 1, subscriptions };
+}
+
+function request(count: number, accounts = ['ac_a']) {
+  const events = generateEvents(count, { accounts, tcpShare: 0, seed: 5 });
+  return {
+    events,
+    bytes: toBinary(PublishRequestSchema, create(PublishRequestSchema, { events })),
+  };
+}
+
+describe('routeRequest', () => {
+  it('serializes once per field selection and never duplicates an event in a destination', () => {
+    const routing = compileRouting(
+      config([
+        {
+          id: 's1',
+          accountId: 'ac_a',
+          sources: [{ type: HTTP, filter: '', fields: [] }],
+          destinationIds: ['d1'],
+        },
+        {
+          id: 's2',
+          accountId: 'ac_a',
+          sources: [{ type: HTTP, filter: 'conn.server_port > 0', fields: [] }],
+          destinationIds: ['d1', 'd2'],
+        },
+        {
+          id: 's3',
+          accountId: 'ac_a',
+          sources: [{ type: HTTP, filter: '', fields: ['conn.client_ip'] }],
+          destinationIds: ['d1'],
+        },
+      ]),
+    );
+    const { bytes } = request(10);
+    const result = routeRequest(routing, bytes, Date.now());
+    if (result.kind !== 'routed') throw new Error(result.kind);
+    const byDestination = Object.fromEntries(
+      result.deliveries.map((d) => [d.destinationId, d.records]),
+    );
+    expect(byDestination.d1).toHaveLength(20);
+    expect(byDestination.d2).toHaveLength(10);
+    expect(byDestination.d2[0]).toBe(byDestination.d1[0]);
+    expect(JSON.parse(byDestination.d1[1].json).object).toEqual({
+      conn: { client_ip: expect.any(String) },
+    });
+    expect(result.matched).toBe(10);
+  });
+
+  it('acknowledges events of unknown accounts without routing them and keeps given event ids', () => {
+    const routing = compileRouting(config([]));
+    const { events } = request(3, ['ac_nobody']);
+    events[1].eventId = 'edge-supplied-id-1';
+    const bytes = toBinary(PublishRequestSchema, create(PublishRequestSchema, { events }));
+    const result = routeRequest(routing, bytes, Date.now());
+    if (result.kind !== 'routed') throw new Error(result.kind);
+    expect(result.deliveries).toEqual([]);
+    const response = fromBinary(PublishResponseSchema, result.response);
+    expect(response.accepted).toBe(3);
+    expect(response.eventIds[1]).toBe('edge-supplied-id-1');
+    expect(response.eventIds[0]).toMatch(/^ev_/);
+  });
+
+  it('rejects the whole request when one event is invalid, and undecodable bytes', () => {
+    const routing = compileRouting(config([]));
+    const { events } = request(3);
+    events[2].accountId = '';
+    const bytes = toBinary(PublishRequestSchema, create(PublishRequestSchema, { events }));
+    expect(routeRequest(routing, bytes, Date.now())).toEqual({
+      kind: 'invalid',
+      message: 'events[2].account_id must be 1-128 characters',
+    });
+    expect(routeRequest(routing, new Uint8Array([0xff, 0xff, 0xff]), Date.now()).kind).toBe(
+      'invalid',
+    );
+  });
+});

@@ -6,6 +6,7 @@ import type { Config } from './config.ts';
 import { newId } from './ids.ts';
 import { ingestPlugin } from './ingest/ingest-plugin.ts';
 import type { Logger } from './logger.ts';
+import type { Metrics } from './metrics.ts';
 import type { Pipeline } from './pipeline/pipeline.ts';
 import type { Db } from './store/db.ts';
 
@@ -15,6 +16,7 @@ export interface AppDeps {
   db: Db;
   logger: Logger;
   pipeline: Pipeline;
+  metrics: Metrics;
 }
 
 /** The Fastify instance: health, the REST API and the Connect ingest service, each registered explicitly. */
@@ -23,6 +25,7 @@ export async function buildApp({
   db,
   logger,
   pipeline,
+  metrics,
 }: AppDeps): Promise<{ app: FastifyInstance; routes: RouteTable }> {
   const app = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
@@ -35,6 +38,12 @@ export async function buildApp({
   installErrorHandlers(app);
   const routes: RouteTable = [];
   app.get('/healthz', async () => ({ status: 'ok' }));
+  app.get('/metrics', async (_request, reply) => {
+    pipeline.refreshGauges();
+    return reply
+      .header('content-type', metrics.registry.contentType)
+      .send(await metrics.registry.metrics());
+  });
   app.get('/readyz', async (_request, reply) => {
     try {
       await db.query('SELECT 1');
@@ -64,6 +73,7 @@ export async function buildApp({
   await app.register(ingestPlugin, {
     pipeline,
     isIngestToken: createTokenSet(config.ingestTokens),
+    metrics,
     maxIngestBytes: config.maxIngestBytes,
   });
   return { app, routes };

@@ -4,6 +4,7 @@ import { buildApp } from './app.ts';
 import { bootstrapFirstKey } from './bootstrap.ts';
 import type { Config } from './config.ts';
 import type { Logger } from './logger.ts';
+import { createMetrics } from './metrics.ts';
 import { createPipeline, type Pipeline } from './pipeline/pipeline.ts';
 import type { Db } from './store/db.ts';
 import { openStore } from './store/index.ts';
@@ -27,8 +28,9 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   let pipeline: Pipeline | undefined;
   try {
     const firstKey = await bootstrapFirstKey(db, config);
-    pipeline = await createPipeline({ db, config, logger });
-    const { app, routes } = await buildApp({ config, db, logger, pipeline });
+    const metrics = createMetrics();
+    pipeline = await createPipeline({ db, config, logger, metrics });
+    const { app, routes } = await buildApp({ config, db, logger, pipeline, metrics });
     const url = await app.listen({ host: config.host, port: config.port });
     let closing: Promise<void> | undefined;
     const running = pipeline;

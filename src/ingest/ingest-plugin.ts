@@ -11,6 +11,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { bearerToken } from '../auth/tokens.ts';
 import { AppError } from '../errors.ts';
 import { IngestService, PublishRequestSchema } from '../gen/agent_ingress/ingest/v0/ingest_pb.ts';
+import type { Metrics } from '../metrics.ts';
 import { sendConnectError, sendConnectProto } from './connect-unary.ts';
 import { type IngestDeps, ingestRoutes } from './ingest-service.ts';
 
@@ -19,6 +20,7 @@ const PUBLISH_PATH = `/${IngestService.typeName}/${IngestService.method.publish.
 /** Options of the ingest endpoint. */
 export interface IngestPluginOptions extends IngestDeps {
   maxIngestBytes: number;
+  metrics: Metrics;
 }
 
 /** Reads a request body up to `limit` bytes; beyond it, RESOURCE_EXHAUSTED (the edge may split). */
@@ -57,6 +59,7 @@ async function fastPublish(
   try {
     const token = bearerToken(request.headers.authorization);
     if (token === undefined || !options.isIngestToken(token)) {
+      options.metrics.ingestRequests.inc({ result: 'ERR_UNAUTHORIZED' });
       throw new ConnectError(
         'a valid ingest token is required: "Authorization: Bearer <token>"',
         Code.Unauthenticated,

@@ -1,10 +1,12 @@
 import { join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import type { Logger } from '../logger.ts';
+import type { Metrics } from '../metrics.ts';
 import { createSink, type TargetSettings } from '../sinks/index.ts';
 import { type Sink, SinkError } from '../sinks/types.ts';
 import type { BatcherOptions } from './batcher.ts';
 import { createDestination, type Destination, type DestinationHealth } from './destination.ts';
+import { instrumentSink, instrumentSpool } from './instrument.ts';
 import { openSpool } from './spool.ts';
 
 /** A destination as configured in the store. */
@@ -20,6 +22,7 @@ export interface DestinationsDeps {
   logger: Logger;
   batcher: BatcherOptions;
   spoolMaxBytes: number;
+  metrics: Metrics;
   retry?: { baseMs: number; maxMs: number };
   parkRetryMs?: number;
 }
@@ -68,10 +71,11 @@ export function createDestinations(deps: DestinationsDeps): Destinations {
       maxBytes: deps.spoolMaxBytes,
     });
     const logger = deps.logger.child({ destination_id: config.id });
+    const kind = Object.keys(config.target)[0] ?? 'unknown';
     const destination = createDestination({
       id: config.id,
-      sink: sinkOrBroken(config, logger),
-      spool,
+      sink: instrumentSink(sinkOrBroken(config, logger), kind, deps.metrics),
+      spool: instrumentSpool(spool, kind, deps.metrics),
       batcher: deps.batcher,
       logger,
       retry: deps.retry ?? { baseMs: 200, maxMs: 30_000 },

@@ -1,6 +1,7 @@
 import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
 import type { Logger } from '../logger.ts';
+import type { Metrics } from '../metrics.ts';
 import type { Db } from '../store/db.ts';
 import { currentPipelineVersion, loadPipelineConfig } from '../store/pipeline-config.ts';
 import { type AuditRelay, createAuditRelay } from './audit-relay.ts';
@@ -25,6 +26,8 @@ export interface Pipeline {
   /** Reloads subscriptions and destinations from the store (after a change). */
   reload(): Promise<void>;
   destinationHealth(id: string): DestinationHealth | undefined;
+  /** Sets the gauges (destination states, backlog, workers) just before a scrape. */
+  refreshGauges(): void;
   /** The audit relay, for callers that want delivery now (tests, shutdown). */
   readonly relay: AuditRelay;
   /** Stops taking requests, waits for those in flight, flushes every destination. */
@@ -38,8 +41,9 @@ export async function createPipeline(deps: {
   db: Db;
   config: Config;
   logger: Logger;
+  metrics: Metrics;
 }): Promise<Pipeline> {
-  const { db, config, logger } = deps;
+  const { db, config, logger, metrics } = deps;
   const pool: RoutePool = createRoutePool({
     threads: config.workerThreads,
     maxQueue: config.maxInflightRequests,
@@ -53,6 +57,7 @@ export async function createPipeline(deps: {
       lingerMs: config.batchLingerMs,
     },
     spoolMaxBytes: config.spoolMaxBytes,
+    metrics,
   });
   let routing: Routing = compileRouting({ version: 0, subscriptions: [] });
   let inflight = 0;
@@ -107,25 +112,67 @@ export async function createPipeline(deps: {
     intervalMs: 1_000,
   });
 
+  /** Routes in a worker, then waits until every destination holds its records durably. */
+  async function publishNow(request: Uint8Array, receivedAt: number): Promise<Published> {
+    if (closing) throw new AppError('ERR_UNAVAILABLE', 'the service is shutting down; retry');
+    if (inflight >= config.maxInflightRequests) {
+      throw new AppError('ERR_BACKPRESSURE', 'too many requests in flight; retry later');
+    }
+    inflight++;
+    try {
+      let result: Awaited<ReturnType<RoutePool['route']>>;
+      try {
+        result = await pool.route(request, receivedAt);
+      } catch (error) {
+        // A worker that died (or a full task queue) is the service's problem: the edge retries.
+        logger.error({ err: error }, 'route-events worker failed');
+        throw new AppError('ERR_UNAVAILABLE', 'event routing failed; retry', {}, { cause: error });
+      }
+      if (result.kind === 'invalid') throw new AppError('ERR_INVALID_EVENTS', result.message);
+      await deliverAll(destinations, result.deliveries);
+      return { response: result.response, accepted: result.accepted, matched: result.matched };
+    } finally {
+      inflight--;
+      if (inflight === 0) idle?.();
+    }
+  }
+
   return {
     relay,
     reload,
     destinationHealth: (id) => destinations.health(id),
     async publish(request, receivedAt) {
-      if (closing) throw new AppError('ERR_UNAVAILABLE', 'the service is shutting down; retry');
-      if (inflight >= config.maxInflightRequests) {
-        throw new AppError('ERR_BACKPRESSURE', 'too many requests in flight; retry later');
-      }
-      inflight++;
+      const stop = metrics.publishSeconds.startTimer();
       try {
-        const result = await pool.route(request, receivedAt);
-        if (result.kind === 'invalid') throw new AppError('ERR_INVALID_EVENTS', result.message);
-        await deliverAll(destinations, result.deliveries);
-        return { response: result.response, accepted: result.accepted, matched: result.matched };
+        const published = await publishNow(request, receivedAt);
+        metrics.ingestRequests.inc({ result: 'ok' });
+        metrics.eventsReceived.inc(published.accepted);
+        metrics.eventsMatched.inc(published.matched);
+        return published;
+      } catch (error) {
+        const appError = AppError.from(error);
+        metrics.ingestRequests.inc({ result: appError.code });
+        throw appError;
       } finally {
-        inflight--;
-        if (inflight === 0) idle?.();
+        stop();
       }
+    },
+    refreshGauges() {
+      const counts = { ok: 0, retrying: 0, parked: 0 };
+      let records = 0;
+      let bytes = 0;
+      for (const [, destination] of destinations.all()) {
+        const health = destination.health();
+        counts[health.status]++;
+        records += health.backlog.events;
+        bytes += health.backlog.bytes;
+      }
+      for (const [status, count] of Object.entries(counts))
+        metrics.destinations.set({ status }, count);
+      metrics.backlogRecords.set(records);
+      metrics.backlogBytes.set(bytes);
+      metrics.inflightRequests.set(inflight);
+      metrics.workerUtilization.set(pool.utilization());
     },
     async close() {
       closing = true;

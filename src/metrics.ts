@@ -1,0 +1,97 @@
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+
+// Prometheus metrics, named <area>_<thing>_<unit>; updated per request and per batch, never per
+// event. Labels stay bounded: sink kind and status, never a destination or account id.
+
+/** The service's metrics and the registry /metrics renders. */
+export function createMetrics() {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'agent_ingress_' });
+  const registers = [registry];
+  return {
+    registry,
+    ingestRequests: new Counter({
+      name: 'agent_ingress_ingest_requests_total',
+      help: 'Publish requests answered, by result: ok or the error code (ERR_INVALID_EVENTS, ERR_BACKPRESSURE, …).',
+      labelNames: ['result'],
+      registers,
+    }),
+    eventsReceived: new Counter({
+      name: 'agent_ingress_events_received_total',
+      help: 'Events in acknowledged Publish requests.',
+      registers,
+    }),
+    eventsMatched: new Counter({
+      name: 'agent_ingress_events_matched_total',
+      help: 'Acknowledged events that matched at least one subscription.',
+      registers,
+    }),
+    recordsDelivered: new Counter({
+      name: 'agent_ingress_sink_records_delivered_total',
+      help: 'Records written by a sink (first try or spool replay).',
+      labelNames: ['sink'],
+      registers,
+    }),
+    recordsSpooled: new Counter({
+      name: 'agent_ingress_spool_records_appended_total',
+      help: 'Records appended to a destination spool because its sink was failing.',
+      labelNames: ['sink'],
+      registers,
+    }),
+    sinkErrors: new Counter({
+      name: 'agent_ingress_sink_write_errors_total',
+      help: 'Failed sink writes.',
+      labelNames: ['sink', 'retriable'],
+      registers,
+    }),
+    batchRecords: new Histogram({
+      name: 'agent_ingress_sink_batch_records',
+      help: 'Records per sink write.',
+      labelNames: ['sink'],
+      buckets: [1, 10, 100, 500, 1000, 2500, 5000, 10000, 50000],
+      registers,
+    }),
+    sinkWriteSeconds: new Histogram({
+      name: 'agent_ingress_sink_write_seconds',
+      help: 'Duration of sink writes, successful or not.',
+      labelNames: ['sink'],
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers,
+    }),
+    publishSeconds: new Histogram({
+      name: 'agent_ingress_publish_seconds',
+      help: 'Publish latency, from arrival to acknowledgement (or error).',
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers,
+    }),
+    inflightRequests: new Gauge({
+      name: 'agent_ingress_ingest_inflight_requests',
+      help: 'Publish requests being processed (the bounded queue depth).',
+      registers,
+    }),
+    workerUtilization: new Gauge({
+      name: 'agent_ingress_worker_utilization_ratio',
+      help: 'Busy fraction of the route-events worker threads.',
+      registers,
+    }),
+    destinations: new Gauge({
+      name: 'agent_ingress_destinations',
+      help: 'Open destinations by delivery status (ok, retrying, parked).',
+      labelNames: ['status'],
+      registers,
+    }),
+    backlogRecords: new Gauge({
+      name: 'agent_ingress_spool_backlog_records',
+      help: 'Records waiting in destination spools.',
+      registers,
+    }),
+    backlogBytes: new Gauge({
+      name: 'agent_ingress_spool_backlog_bytes',
+      help: 'Bytes waiting in destination spools.',
+      registers,
+    }),
+  };
+}
+
+/** The metrics every component records into. */
+export type Metrics = ReturnType<typeof createMetrics>;

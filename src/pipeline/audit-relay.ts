@@ -33,6 +33,7 @@ export function createAuditRelay(deps: {
 }): AuditRelay {
   const { db, destinations, logger } = deps;
   let running: Promise<number> | undefined;
+  let again: Promise<number> | undefined;
   let closed = false;
 
   async function relayBatch(): Promise<number> {
@@ -82,15 +83,26 @@ export function createAuditRelay(deps: {
     }
   }
 
+  // A drain covers every row written before it was asked for: while one runs, callers share
+  // one follow-up drain rather than the running one, which may have read the outbox earlier.
   function drain(): Promise<number> {
-    running ??= drainAll().finally(() => {
-      running = undefined;
-    });
-    return running;
+    if (running === undefined) {
+      running = drainAll().finally(() => {
+        running = undefined;
+      });
+      return running;
+    }
+    again ??= running
+      .catch(() => 0)
+      .then(() => {
+        again = undefined;
+        return drain();
+      });
+    return again;
   }
 
   function kick(): void {
-    if (closed || running !== undefined) return;
+    if (closed || again !== undefined) return;
     drain().catch((error) => logger.warn({ err: error }, 'audit relay will retry'));
   }
 

@@ -4,6 +4,8 @@ import { resolve } from 'node:path';
 export interface Config {
   host: string;
   port: number;
+  /** Port of the HTTP/2 (h2c) listener for gRPC ingest; undefined: no gRPC listener. */
+  grpcPort: number | undefined;
   /** Base of every `uri` the API returns. */
   publicUrl: string;
   dataDir: string;
@@ -29,6 +31,10 @@ export interface Config {
   /** Bytes each destination may hold in its local spool while it is failing. */
   spoolMaxBytes: number;
   shutdownTimeoutMs: number;
+  /** REST requests each API key may make per second, sustained (token bucket refill rate). */
+  rateLimitPerSecond: number;
+  /** REST requests an API key may make at once before the per-second rate applies. */
+  rateLimitBurst: number;
 }
 
 /** A configuration value that prevents the service from starting. */
@@ -125,6 +131,7 @@ export function loadConfig(env: Env = process.env): Config {
   return {
     host,
     port,
+    grpcPort: env.GRPC_PORT ? integer(env, 'GRPC_PORT', 0, 0, 65535) : undefined,
     publicUrl: url(env, 'PUBLIC_URL', `http://${host === '0.0.0.0' ? 'localhost' : host}:${port}`),
     dataDir: resolve(env.DATA_DIR || './data'),
     databaseUrl,
@@ -142,5 +149,7 @@ export function loadConfig(env: Env = process.env): Config {
     batchLingerMs: integer(env, 'BATCH_LINGER_MS', 50, 0, 60_000),
     spoolMaxBytes: integer(env, 'SPOOL_MAX_BYTES', 1024 * 1024 * 1024, 1024, 2 ** 50),
     shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 30_000, 0, 600_000),
+    rateLimitPerSecond: integer(env, 'RATE_LIMIT_PER_SECOND', 50, 1, 1_000_000),
+    rateLimitBurst: integer(env, 'RATE_LIMIT_BURST', 100, 1, 1_000_000),
   };
 }

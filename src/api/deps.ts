@@ -1,4 +1,5 @@
 import type { Config } from '../config.ts';
+import type { TestDelivery } from '../pipeline/test-delivery.ts';
 import type { Db } from '../store/db.ts';
 
 /** What every REST resource plugin is given. */
@@ -9,4 +10,9 @@ export interface ApiDeps {
   destinationHealth?: (id: string) => unknown;
   /** Called after a routing change commits, so this instance reloads its routing at once. */
   onPipelineChange?: () => void;
+  /**
+   * Sends one test event to a destination through the pipeline (POST /event_destinations/{id}/test);
+   * the route has already checked that the account owns it. Absent: the action answers 503.
+   */
+  testDestination?: (accountId: string, id: string) => Promise<TestDelivery>;
 }

@@ -6,6 +6,7 @@ import { apiKeyRoutes } from './api-keys/routes.ts';
 import type { ApiDeps } from './deps.ts';
 import { eventDestinationRoutes } from './event-destinations/routes.ts';
 import { eventSubscriptionRoutes } from './event-subscriptions/routes.ts';
+import { createRateLimitHook } from './rate-limit.ts';
 
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
 
@@ -35,6 +36,14 @@ export async function restApi(
     app.getDefaultJsonParser('error', 'error'),
   );
   app.addHook('onRequest', createApiKeyAuth(deps.db));
+  // After auth, so the limit is per API key and unauthenticated requests spend no one's budget.
+  app.addHook(
+    'onRequest',
+    createRateLimitHook({
+      perSecond: deps.config.rateLimitPerSecond,
+      burst: deps.config.rateLimitBurst,
+    }),
+  );
 
   await app.register(apiKeyRoutes, deps);
   await app.register(agentIngressRoutes, deps);

@@ -89,3 +89,10 @@ export function isKnownEventType(type: string): boolean {
 export function trafficSchema(type: TrafficEventType): DescMessage {
   return trafficEventSchemas[type];
 }
+
+/**
+ * The synthetic event `POST /event_destinations/{id}/test` sends to one destination. Not in
+ * EVENT_TYPES on purpose: no subscription can name it, it only ever goes where it was asked to.
+ * It has the audit envelope (object `{destination_id, message}`), so sinks store it like one.
+ */
+export const DESTINATION_TEST_EVENT_TYPE = 'event_destination_test.v0';

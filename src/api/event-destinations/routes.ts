@@ -26,6 +26,7 @@ import {
 } from '../validate.ts';
 import { type EventDestination, presentEventDestination, withHealth } from './present.ts';
 import { completeTarget, readTarget } from './target.ts';
+import { addDestinationTestAction } from './test-action.ts';
 
 const FIELDS = ['description', 'metadata', 'format', 'target'];
 
@@ -44,8 +45,9 @@ function formatField(body: JsonObject): 'JSON' | undefined {
 }
 
 /**
- * /event_destinations CRUD. Every change bumps the routing version in its transaction and then
- * tells the pipeline; secrets in targets are write-only (see target.ts).
+ * /event_destinations CRUD and the test action (test-action.ts). Every change bumps the routing
+ * version in its transaction and then tells the pipeline; secrets in targets are write-only
+ * (see target.ts).
  */
 export async function eventDestinationRoutes(app: FastifyInstance, deps: ApiDeps): Promise<void> {
   const { db, config } = deps;
@@ -177,4 +179,6 @@ export async function eventDestinationRoutes(app: FastifyInstance, deps: ApiDeps
     });
     return reply.code(204).send();
   });
+
+  addDestinationTestAction(app, deps);
 }

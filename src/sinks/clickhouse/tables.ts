@@ -1,3 +1,4 @@
+import { DESTINATION_TEST_EVENT_TYPE } from '../../catalogue/event-types.ts';
 import {
   auditColumns,
   clickhouseColumns,
@@ -12,6 +13,8 @@ const trafficTables = new Map<string, TableTarget>();
 /**
  * The table of each event type, from the catalogue: one per traffic kind
  * (`http_request_complete.v0` ⇒ `http_request_complete_v0`) and one shared by every audit kind.
+ * A destination's test event has the audit envelope and lands in the audit table too: without a
+ * table it would be a permanent error and park the destination it was meant to check.
  */
 export function tableForEventType(eventType: string): TableTarget | undefined {
   if (isTrafficType(eventType)) {
@@ -22,5 +25,6 @@ export function tableForEventType(eventType: string): TableTarget | undefined {
     }
     return target;
   }
-  return isKnownEventType(eventType) ? AUDIT_TABLE : undefined;
+  const audit = isKnownEventType(eventType) || eventType === DESTINATION_TEST_EVENT_TYPE;
+  return audit ? AUDIT_TABLE : undefined;
 }

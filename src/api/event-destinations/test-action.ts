@@ -1,0 +1,43 @@
+import type { FastifyInstance } from 'fastify';
+import { AppError } from '../../errors.ts';
+import { getEventDestination } from '../../store/event-destinations.ts';
+import type { ApiDeps } from '../deps.ts';
+import { objectWith } from '../validate.ts';
+
+/**
+ * POST /event_destinations/{id}/test: sends one `event_destination_test.v0` event through the
+ * pipeline and says honestly what happened: `delivered` (the target took it) or `spooled` (kept
+ * on disk and retried like any event, with the target's error). Both are 200: the event is
+ * durable either way. Ownership is checked in the store first, so another account's id is 404
+ * before anything is sent.
+ */
+export function addDestinationTestAction(app: FastifyInstance, deps: ApiDeps): void {
+  const { db } = deps;
+  app.post<{ Params: { id: string } }>('/event_destinations/:id/test', async (request) => {
+    if (request.body !== undefined && request.body !== null) objectWith(request.body, []);
+    const { accountId } = request.caller;
+    const { id } = request.params;
+    const row = await getEventDestination(db, accountId, id);
+    if (row === undefined) {
+      throw new AppError('ERR_NOT_FOUND', `event destination "${id}" was not found`, { id });
+    }
+    if (deps.testDestination === undefined) {
+      throw new AppError('ERR_UNAVAILABLE', 'this instance cannot send test events (no pipeline)');
+    }
+    const result = await deps.testDestination(accountId, id);
+    if (!result.durable) {
+      throw new AppError(
+        'ERR_UNAVAILABLE',
+        `the test event could not be delivered or spooled: ${result.error}`,
+        { id, event_id: result.eventId },
+      );
+    }
+    return {
+      event_id: result.eventId,
+      delivered: result.delivered,
+      status: result.delivered ? 'delivered' : 'spooled',
+      error: result.error,
+      health: deps.destinationHealth?.(id) ?? null,
+    };
+  });
+}

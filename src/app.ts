@@ -33,7 +33,6 @@ export async function buildApp({
     genReqId: () => newId('op'),
     return503OnClosing: true,
     forceCloseConnections: 'idle',
-    http2: false,
   });
   installErrorHandlers(app);
   const routes: RouteTable = [];
@@ -66,15 +65,43 @@ export async function buildApp({
     config,
     routes,
     destinationHealth: pipeline.destinationHealth,
+    testDestination: pipeline.testDestination,
     onPipelineChange: () => {
       pipeline.reload().catch((error) => logger.error({ err: error }, 'pipeline reload failed'));
     },
   });
-  await app.register(ingestPlugin, {
+  await app.register(ingestPlugin, ingestOptions({ config, pipeline, metrics }));
+  return { app, routes };
+}
+
+function ingestOptions({
+  config,
+  pipeline,
+  metrics,
+}: Pick<AppDeps, 'config' | 'pipeline' | 'metrics'>) {
+  return {
     pipeline,
     isIngestToken: createTokenSet(config.ingestTokens),
     metrics,
     maxIngestBytes: config.maxIngestBytes,
-  });
-  return { app, routes };
+  };
+}
+
+/**
+ * The HTTP/2 cleartext (h2c) listener for gRPC edge clients: Node cannot serve HTTP/1.1 and h2c
+ * on one port, so gRPC gets its own (GRPC_PORT); Connect and gRPC-Web stay on the main port.
+ */
+export async function buildGrpcApp(
+  deps: Pick<AppDeps, 'config' | 'pipeline' | 'metrics' | 'logger'>,
+) {
+  // Typed as the HTTP/1 instance: the ingest plugin uses only what both request kinds share.
+  const app = Fastify({
+    http2: true,
+    loggerInstance: deps.logger as FastifyBaseLogger,
+    genReqId: () => newId('op'),
+    forceCloseConnections: true,
+  }) as unknown as FastifyInstance;
+  installErrorHandlers(app);
+  await app.register(ingestPlugin, ingestOptions(deps));
+  return app;
 }

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { RouteTable } from './api/index.ts';
-import { buildApp } from './app.ts';
+import { buildApp, buildGrpcApp } from './app.ts';
 import { bootstrapFirstKey } from './bootstrap.ts';
 import type { Config } from './config.ts';
 import type { Logger } from './logger.ts';
@@ -16,6 +16,8 @@ export interface Service {
   pipeline: Pipeline;
   routes: RouteTable;
   url: string;
+  /** Where gRPC (HTTP/2) edge clients connect, when GRPC_PORT is set. */
+  grpcUrl: string | undefined;
   /** The first API key, when this start created it (empty store). */
   firstKey: Awaited<ReturnType<typeof bootstrapFirstKey>>;
   /** Stops accepting, lets requests in flight finish, flushes the pipeline, closes the store. */
@@ -32,6 +34,11 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     pipeline = await createPipeline({ db, config, logger, metrics });
     const { app, routes } = await buildApp({ config, db, logger, pipeline, metrics });
     const url = await app.listen({ host: config.host, port: config.port });
+    const grpcApp =
+      config.grpcPort === undefined
+        ? undefined
+        : await buildGrpcApp({ config, pipeline, metrics, logger });
+    const grpcUrl = await grpcApp?.listen({ host: config.host, port: config.grpcPort });
     let closing: Promise<void> | undefined;
     const running = pipeline;
     return {
@@ -40,10 +47,11 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
       pipeline: running,
       routes,
       url,
+      grpcUrl,
       firstKey,
       close() {
         closing ??= (async () => {
-          await app.close();
+          await Promise.all([app.close(), grpcApp?.close()]);
           await running.close();
           await db.close();
         })();

@@ -18,3 +18,8 @@ export function sendConnectProto(reply: FastifyReply, body: Uint8Array): Fastify
     .header('content-type', 'application/proto')
     .send(Buffer.from(body.buffer, body.byteOffset, body.byteLength));
 }
+
+/** Sends a Connect unary success with a JSON body (the request was JSON). */
+export function sendConnectJson(reply: FastifyReply, json: string): FastifyReply {
+  return reply.code(200).header('content-type', 'application/json').send(json);
+}

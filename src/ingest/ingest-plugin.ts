@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import { fromJsonString, toBinary } from '@bufbuild/protobuf';
+import { fromBinary, fromJsonString, toBinary, toJsonString } from '@bufbuild/protobuf';
 import { Code, ConnectError, createConnectRouter } from '@connectrpc/connect';
 import {
   compressionBrotli,
@@ -10,9 +10,13 @@ import {
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { bearerToken } from '../auth/tokens.ts';
 import { AppError } from '../errors.ts';
-import { IngestService, PublishRequestSchema } from '../gen/agent_ingress/ingest/v0/ingest_pb.ts';
+import {
+  IngestService,
+  PublishRequestSchema,
+  PublishResponseSchema,
+} from '../gen/agent_ingress/ingest/v0/ingest_pb.ts';
 import type { Metrics } from '../metrics.ts';
-import { sendConnectError, sendConnectProto } from './connect-unary.ts';
+import { sendConnectError, sendConnectJson, sendConnectProto } from './connect-unary.ts';
 import { type IngestDeps, ingestRoutes } from './ingest-service.ts';
 
 const PUBLISH_PATH = `/${IngestService.typeName}/${IngestService.method.publish.name}`;
@@ -68,9 +72,16 @@ async function fastPublish(
     let body = await readBody(request.raw, options.maxIngestBytes);
     if (json) body = Buffer.from(toBinary(PublishRequestSchema, parseJson(body)));
     const published = await options.pipeline.publish(body, Date.now());
-    return sendConnectProto(reply, published.response);
+    if (!json) return sendConnectProto(reply, published.response);
+    return sendConnectJson(
+      reply,
+      toJsonString(PublishResponseSchema, fromBinary(PublishResponseSchema, published.response)),
+    );
   } catch (error) {
-    return sendConnectError(reply, error instanceof AppError ? error.toConnect() : error);
+    if (error instanceof ConnectError) return sendConnectError(reply, error);
+    const appError = AppError.from(error);
+    if (appError.status >= 500) request.log.error({ err: error }, 'publish failed');
+    return sendConnectError(reply, appError.toConnect());
   }
 }
 

@@ -9,6 +9,7 @@ import { deliverAll } from './deliver.ts';
 import type { DestinationHealth } from './destination.ts';
 import { createDestinations, type Destinations } from './destinations.ts';
 import { compileRouting, type Routing } from './routing.ts';
+import { deliverTestEvent, type TestDelivery } from './test-delivery.ts';
 import { createRoutePool, type RoutePool } from './worker-pool.ts';
 
 /** The outcome of one acknowledged Publish. */
@@ -26,6 +27,8 @@ export interface Pipeline {
   /** Reloads subscriptions and destinations from the store (after a change). */
   reload(): Promise<void>;
   destinationHealth(id: string): DestinationHealth | undefined;
+  /** Sends one test event to a destination (POST /event_destinations/{id}/test). */
+  testDestination(accountId: string, id: string): Promise<TestDelivery>;
   /** Sets the gauges (destination states, backlog, workers) just before a scrape. */
   refreshGauges(): void;
   /** The audit relay, for callers that want delivery now (tests, shutdown). */
@@ -141,6 +144,7 @@ export async function createPipeline(deps: {
     relay,
     reload,
     destinationHealth: (id) => destinations.health(id),
+    testDestination: (accountId, id) => deliverTestEvent(destinations, id, accountId, { reload }),
     async publish(request, receivedAt) {
       const stop = metrics.publishSeconds.startTimer();
       try {

@@ -51,6 +51,9 @@ export async function openPglite(dataDir: string | null): Promise<Db> {
 /** Opens a PostgreSQL pool. */
 export async function openPostgres(connectionString: string): Promise<Db> {
   const pool = new pg.Pool({ connectionString, max: 10 });
+  // An idle client's connection can end under us (server restart, admin terminate): the pool
+  // drops it and the next query opens another; without a listener it would crash the process.
+  pool.on('error', () => {});
   const client = await pool.connect();
   client.release();
   const query = async <Row>(sql: string, params?: unknown[]) =>

@@ -1,0 +1,157 @@
+import { Code, ConnectError, createClient } from '@connectrpc/connect';
+import {
+  compressionGzip,
+  createConnectTransport,
+  createGrpcTransport,
+  createGrpcWebTransport,
+} from '@connectrpc/connect-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { IngestService } from '../../src/gen/agent_ingress/ingest/v0/ingest_pb.ts';
+import type { Service } from '../../src/service.ts';
+import { generateEvents } from '../helpers/events.ts';
+import { freePort } from '../helpers/free-port.ts';
+import { TEST_INGEST_TOKEN } from '../helpers/ingest-client.ts';
+import { startTestService } from '../helpers/service.ts';
+import { pgliteStore, type TestStore } from '../helpers/stores.ts';
+
+const headers = { authorization: `Bearer ${TEST_INGEST_TOKEN}` };
+const PUBLISH = '/agent_ingress.ingest.v0.IngestService/Publish';
+
+describe('ingest protocols and their errors', () => {
+  let store: TestStore;
+  let service: Service;
+
+  beforeAll(async () => {
+    store = await pgliteStore();
+    service = await startTestService(store, {
+      INGEST_TOKENS: TEST_INGEST_TOKEN,
+      MAX_INGEST_BYTES: '200000',
+    });
+  });
+  afterAll(async () => {
+    await service?.close();
+    await store?.cleanup();
+  });
+
+  // Streaming needs the Connect protocol over HTTP/1.1 (gRPC-Web client streams need HTTP/2).
+  const transports = {
+    'connect binary': {
+      streams: true,
+      make: () => createConnectTransport({ baseUrl: service.url, httpVersion: '1.1' }),
+    },
+    'connect JSON': {
+      streams: true,
+      make: () =>
+        createConnectTransport({
+          baseUrl: service.url,
+          httpVersion: '1.1',
+          useBinaryFormat: false,
+        }),
+    },
+    'connect binary, gzip': {
+      streams: true,
+      make: () =>
+        createConnectTransport({
+          baseUrl: service.url,
+          httpVersion: '1.1',
+          sendCompression: compressionGzip,
+        }),
+    },
+    'gRPC-Web': {
+      streams: false,
+      make: () => createGrpcWebTransport({ baseUrl: service.url, httpVersion: '1.1' }),
+    },
+  };
+
+  it.each(Object.entries(transports))('publishes over %s', async (_name, transport) => {
+    const client = createClient(IngestService, transport.make());
+    const events = generateEvents(20, { accounts: ['ac_protocols'], seed: 4 });
+    const unary = await client.publish({ events }, { headers });
+    expect(unary.accepted).toBe(20);
+    expect(unary.eventIds).toHaveLength(20);
+    if (!transport.streams) return;
+    async function* requests() {
+      yield { events: events.slice(0, 5) };
+      yield { events: events.slice(5, 12) };
+    }
+    const streamed = await client.publishStream(requests(), { headers });
+    expect(streamed.accepted).toBe(12);
+  });
+
+  it('answers the right Connect codes for a bad token, bad bytes, bad JSON, bad events and oversize requests', async () => {
+    const post = (body: BodyInit, type: string, token = TEST_INGEST_TOKEN) =>
+      fetch(`${service.url}${PUBLISH}`, {
+        method: 'POST',
+        headers: { 'content-type': type, authorization: `Bearer ${token}` },
+        body,
+      });
+    const expectCode = async (response: Response, status: number, code: string) => {
+      expect(response.status).toBe(status);
+      expect((await response.json()).code).toBe(code);
+    };
+    await expectCode(
+      await post(new Uint8Array([8, 1]), 'application/proto', 'wrong-token-0123456789'),
+      401,
+      'unauthenticated',
+    );
+    await expectCode(
+      await post(new Uint8Array([0xff, 0xff, 0x07]), 'application/proto'),
+      400,
+      'invalid_argument',
+    );
+    await expectCode(await post('{"events": [', 'application/json'), 400, 'invalid_argument');
+    await expectCode(
+      await post('{"events": [{"tcp_connection_closed": {}}]}', 'application/json'),
+      400,
+      'invalid_argument',
+    );
+    await expectCode(
+      await post(new Uint8Array(300_000), 'application/proto'),
+      429,
+      'resource_exhausted',
+    );
+
+    const client = createClient(
+      IngestService,
+      createConnectTransport({ baseUrl: service.url, httpVersion: '1.1' }),
+    );
+    const huge = generateEvents(2000, { accounts: ['ac_protocols'], seed: 5 });
+    const error = await client
+      .publish({ events: huge }, { headers })
+      .catch((e) => ConnectError.from(e));
+    expect((error as ConnectError).code).toBe(Code.ResourceExhausted);
+    expect((await fetch(`${service.url}/healthz`)).status).toBe(200);
+  });
+});
+
+describe('gRPC over HTTP/2 on GRPC_PORT', () => {
+  it('publishes unary and streaming requests', async () => {
+    const store = await pgliteStore();
+    const grpcPort = await freePort();
+    const service = await startTestService(store, {
+      INGEST_TOKENS: TEST_INGEST_TOKEN,
+      GRPC_PORT: String(grpcPort),
+    });
+    try {
+      expect(service.grpcUrl).toBe(`http://127.0.0.1:${grpcPort}`);
+      const client = createClient(
+        IngestService,
+        createGrpcTransport({ baseUrl: service.grpcUrl! }),
+      );
+      const events = generateEvents(30, { accounts: ['ac_grpc'], seed: 6 });
+      expect((await client.publish({ events }, { headers })).accepted).toBe(30);
+      async function* requests() {
+        yield { events: events.slice(0, 10) };
+        yield { events: events.slice(10) };
+      }
+      expect((await client.publishStream(requests(), { headers })).accepted).toBe(30);
+      const denied = await client
+        .publish({ events }, { headers: { authorization: 'Bearer nope-nope-nope-nope' } })
+        .catch((e) => ConnectError.from(e));
+      expect((denied as ConnectError).code).toBe(Code.Unauthenticated);
+    } finally {
+      await service.close();
+      await store.cleanup();
+    }
+  });
+});

@@ -44,6 +44,10 @@ export function parseClickHouseSinkConfig(settings: ClickHouseSinkSettings): Cli
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
     throw new ClickHouseSinkConfigError('url must use http or https');
   }
+  if (url.search || url.hash) {
+    // Settings in a query string would be shown in responses and logs; they have their own fields.
+    throw new ClickHouseSinkConfigError('url must not have a query string or fragment');
+  }
   if (url.username || url.password) {
     throw new ClickHouseSinkConfigError('put credentials in user/password, not in the url');
   }

@@ -5,7 +5,12 @@ import type { Metrics } from '../metrics.ts';
 import { createSink, type TargetSettings } from '../sinks/index.ts';
 import { type Sink, SinkError } from '../sinks/types.ts';
 import type { BatcherOptions } from './batcher.ts';
-import { createDestination, type Destination, type DestinationHealth } from './destination.ts';
+import {
+  createDestination,
+  type Destination,
+  DestinationClosedError,
+  type DestinationHealth,
+} from './destination.ts';
 import { instrumentSink, instrumentSpool } from './instrument.ts';
 import { openSpool } from './spool.ts';
 
@@ -48,6 +53,10 @@ interface Live {
  */
 export function createDestinations(deps: DestinationsDeps): Destinations {
   const live = new Map<string, Live>();
+  /** Destinations being rebuilt after a target change, by id (see reopening()). */
+  const replacing = new Map<string, Destination>();
+  /** Configured destinations that could not be opened (see unopened()); retried at each sync. */
+  const broken = new Map<string, Destination>();
   let syncing = Promise.resolve();
 
   /** A target that cannot be built parks its destination (error visible) instead of failing the pipeline. */
@@ -84,41 +93,105 @@ export function createDestinations(deps: DestinationsDeps): Destinations {
     return { target: config.target, destination };
   }
 
+  /**
+   * Stands in for a destination whose target changed while it is closed and opened again: the
+   * routing still names it, so a delivery in that window waits for the new one. (No destination
+   * at all means "deleted" to deliverAll, which would acknowledge the events undelivered.)
+   */
+  function reopening(id: string, old: Destination, reopened: Promise<void>): Destination {
+    return {
+      async deliver(records) {
+        await reopened;
+        const next = live.get(id)?.destination;
+        if (next === undefined) throw new DestinationClosedError(id);
+        return next.deliver(records);
+      },
+      health: () => old.health(),
+      close: async () => {},
+    };
+  }
+
+  /**
+   * Stands in for a destination whose spool could not be opened (disk full, permissions): its
+   * events cannot be made durable, so deliveries fail (retryable) and health shows why, instead
+   * of the id being absent, which deliverAll takes for "deleted" and acknowledges.
+   */
+  function unopened(id: string, error: unknown): Destination {
+    const message = `cannot open the destination: ${error instanceof Error ? error.message : String(error)}`;
+    const at = new Date().toISOString();
+    return {
+      deliver: () => Promise.reject(new Error(`destination ${id}: ${message}`)),
+      health: () => ({
+        status: 'parked',
+        last_error: message,
+        last_error_at: at,
+        last_success_at: null,
+        backlog: { events: 0, bytes: 0 },
+      }),
+      close: async () => {},
+    };
+  }
+
   async function apply(configs: readonly DestinationConfig[]): Promise<void> {
     const wanted = new Map(configs.map((config) => [config.id, config]));
+    for (const id of broken.keys()) if (!wanted.has(id)) broken.delete(id);
     const closing: Promise<void>[] = [];
+    const reopened: (() => void)[] = [];
     for (const [id, entry] of live) {
       const config = wanted.get(id);
       if (config === undefined || !isDeepStrictEqual(config.target, entry.target)) {
         live.delete(id);
-        closing.push(entry.destination.close());
+        closing.push(
+          entry.destination.close().catch((error: unknown) => {
+            deps.logger.error({ err: error, destination_id: id }, 'closing destination failed');
+          }),
+        );
+        if (config !== undefined) {
+          let release!: () => void;
+          const done = new Promise<void>((resolve) => (release = resolve));
+          replacing.set(id, reopening(id, entry.destination, done));
+          reopened.push(() => {
+            replacing.delete(id);
+            release();
+          });
+        }
       }
     }
-    await Promise.all(closing);
-    for (const config of configs) {
-      if (live.has(config.id)) continue;
-      try {
-        live.set(config.id, await open(config));
-      } catch (error) {
-        deps.logger.error({ err: error, destination_id: config.id }, 'cannot open destination');
+    try {
+      await Promise.all(closing);
+      for (const config of configs) {
+        if (live.has(config.id)) continue;
+        try {
+          live.set(config.id, await open(config));
+          broken.delete(config.id);
+        } catch (error) {
+          deps.logger.error({ err: error, destination_id: config.id }, 'cannot open destination');
+          broken.set(config.id, unopened(config.id, error));
+        }
       }
+    } finally {
+      for (const release of reopened) release();
     }
   }
 
   return {
     sync(configs) {
-      syncing = syncing.then(() => apply(configs));
+      // A failed sync must not stop the ones after it: each runs after the previous settles.
+      const run = () => apply(configs);
+      syncing = syncing.then(run, run);
       return syncing;
     },
-    get: (id) => live.get(id)?.destination,
-    health: (id) => live.get(id)?.destination.health(),
+    get: (id) => live.get(id)?.destination ?? replacing.get(id) ?? broken.get(id),
+    health: (id) => (live.get(id)?.destination ?? replacing.get(id) ?? broken.get(id))?.health(),
     *all() {
       for (const [id, entry] of live) yield [id, entry.destination];
+      yield* broken;
     },
     async close() {
-      await syncing;
+      await syncing.catch(() => {});
       await Promise.all([...live.values()].map((entry) => entry.destination.close()));
       live.clear();
+      broken.clear();
     },
   };
 }

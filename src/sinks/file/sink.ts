@@ -164,6 +164,11 @@ export function createFileSink(deps: FileSinkDeps): Sink {
     await file.fh.datasync();
   }
 
+  // Finish what a crash left open now, not at this destination's next event: readers skip
+  // `.open` files, so acknowledged events must not wait for traffic that may never come.
+  // On failure the next write tries again (and reports the error).
+  serial(recover).catch((err) => log.warn({ err }, 'cannot finish files left open yet'));
+
   return {
     write(batch) {
       return serial(async () => {

@@ -1,0 +1,179 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { freePort } from './free-port.ts';
+import { TEST_INGEST_TOKEN } from './ingest-client.ts';
+import { type ApiClient, apiClient } from './service.ts';
+
+// The service as a real process (`node src/main.ts`, what `npm start` runs), for tests that need
+// signals: SIGTERM drain, SIGKILL and restart on the same DATA_DIR and port.
+
+/** The checkout whose `src/main.ts` runs; SERVICE_ROOT picks another one (e.g. a snapshot). */
+export const SERVICE_DIR = process.env.SERVICE_ROOT ?? join(import.meta.dirname, '..', '..');
+// util-linux: --pdeathsig makes the service die with the test process (it execs node in place,
+// so the pid and the signals the test sends stay the service's).
+const SETPRIV = '/usr/bin/setpriv';
+const START_TIMEOUT_MS = 30_000;
+const READY_LINE = /Agent Ingress listening on (\S+)/;
+
+/** The API key every process started here gets on its empty store. */
+export const PROCESS_BOOTSTRAP_KEY = 'fault_bootstrap_key_0123456789abcdef';
+
+/** How a process ended. */
+export interface ProcessExit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+/** What startServiceProcess needs; env adds to (and overrides) the defaults below. */
+export interface ServiceProcessOptions {
+  dataDir: string;
+  /** Fixed port; a free one is picked when absent (restart() keeps it). */
+  port?: number;
+  env?: Record<string, string>;
+  /** Extra node options before the script, e.g. `--inspect=127.0.0.1:0`. */
+  nodeArgs?: string[];
+}
+
+/** A running (or exited) service process. */
+export interface ServiceProcess {
+  readonly url: string;
+  readonly port: number;
+  readonly pid: number;
+  readonly child: ChildProcess;
+  readonly options: ServiceProcessOptions & { port: number };
+  /** REST client with the bootstrap key. */
+  readonly api: ApiClient;
+  /** The account the first start created (parsed from its stdout; undefined on a restart). */
+  readonly accountId: string | undefined;
+  stdout(): string;
+  stderr(): string;
+  /** stdout's pino lines, parsed (other lines skipped). */
+  logs(): Record<string, any>[];
+  /** Resolves when the process has exited. */
+  readonly exited: Promise<ProcessExit>;
+  running(): boolean;
+  /** Sends a signal and waits for the exit; SIGKILL follows after timeoutMs (default 60 s). */
+  stop(signal?: NodeJS.Signals, timeoutMs?: number): Promise<ProcessExit & { ms: number }>;
+  /** A new process with the same options (DATA_DIR, port, env); this one must have exited. */
+  restart(env?: Record<string, string>): Promise<ServiceProcess>;
+}
+
+const live = new Set<ChildProcess>();
+process.once('exit', () => {
+  // Safety net for a test that forgot to stop its service; setpriv covers a killed runner.
+  for (const child of live) child.kill('SIGKILL');
+});
+
+/** Starts `node src/main.ts` and resolves once it prints where it listens. */
+export async function startServiceProcess(options: ServiceProcessOptions): Promise<ServiceProcess> {
+  const port = options.port ?? (await freePort());
+  // An empty embedded store: this start creates the account and says so on stdout.
+  const firstStart = !options.env?.DATABASE_URL && !existsSync(join(options.dataDir, 'store'));
+  const resolved = { ...options, port };
+  const env = {
+    ...process.env,
+    PORT: String(port),
+    PUBLIC_URL: `http://127.0.0.1:${port}`,
+    DATA_DIR: options.dataDir,
+    // The embedded store under DATA_DIR unless the test says otherwise, whatever the shell has.
+    DATABASE_URL: '',
+    LOG_LEVEL: 'warn',
+    BOOTSTRAP_API_KEY: PROCESS_BOOTSTRAP_KEY,
+    INGEST_TOKENS: TEST_INGEST_TOKEN,
+    ...options.env,
+  };
+  // The pinned runtime of this test process (vitest runs under npx's node 24).
+  const argv = [...(options.nodeArgs ?? []), 'src/main.ts'];
+  const [command, args] = existsSync(SETPRIV)
+    ? [SETPRIV, ['--pdeathsig', 'KILL', process.execPath, ...argv]]
+    : [process.execPath, argv];
+  const child = spawn(command, args, { cwd: SERVICE_DIR, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  live.add(child);
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+    stdout += chunk;
+  });
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
+    stderr += chunk;
+  });
+  // 'close': stdout and stderr are drained by then, so the captured output is complete.
+  const exited = new Promise<ProcessExit>((resolve) =>
+    child.once('close', (code, signal) => {
+      live.delete(child);
+      resolve({ code, signal });
+    }),
+  );
+
+  const url = await new Promise<string>((resolve, reject) => {
+    const fail = (why: string) => {
+      clearTimeout(timer);
+      child.stdout!.off('data', check);
+      reject(new Error(`service ${why}\n--- stdout ---\n${stdout}\n--- stderr ---\n${stderr}`));
+    };
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      fail(`did not start in ${START_TIMEOUT_MS} ms`);
+    }, START_TIMEOUT_MS);
+    const check = () => {
+      const m = READY_LINE.exec(stdout);
+      if (!m) return;
+      clearTimeout(timer);
+      child.stdout!.off('data', check);
+      resolve(m[1]);
+    };
+    child.stdout!.on('data', check);
+    exited.then((exit) => fail(`exited during start (${exit.code ?? exit.signal})`));
+  });
+  // On a first start the "Created account" line follows the listening line (a separate write,
+  // so it may come a moment later on a busy machine).
+  const account = /Created account (ac_[A-Za-z0-9]+)/;
+  for (let waited = 0; firstStart && !account.test(stdout) && waited < 10_000; waited += 20) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  const accountId = account.exec(stdout)?.[1];
+  if (firstStart && accountId === undefined) {
+    child.kill('SIGKILL');
+    throw new Error(`service printed no "Created account" line on its first start:\n${stdout}`);
+  }
+
+  const running = () => child.exitCode === null && child.signalCode === null;
+  const service: ServiceProcess = {
+    url,
+    port,
+    pid: child.pid!,
+    child,
+    options: resolved,
+    api: apiClient(url, PROCESS_BOOTSTRAP_KEY),
+    accountId,
+    stdout: () => stdout,
+    stderr: () => stderr,
+    logs: () =>
+      stdout
+        .split('\n')
+        .filter((line) => line.startsWith('{'))
+        .flatMap((line) => {
+          try {
+            return [JSON.parse(line)];
+          } catch {
+            return [];
+          }
+        }),
+    exited,
+    running,
+    async stop(signal = 'SIGTERM', timeoutMs = 60_000) {
+      const started = Date.now();
+      if (running()) child.kill(signal);
+      const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+      const exit = await exited;
+      clearTimeout(timer);
+      return { ...exit, ms: Date.now() - started };
+    },
+    async restart(extraEnv = {}) {
+      if (running()) throw new Error('restart: the service is still running');
+      return startServiceProcess({ ...resolved, env: { ...resolved.env, ...extraEnv } });
+    },
+  };
+  return service;
+}

@@ -10,7 +10,7 @@ import type { DestinationHealth } from './destination.ts';
 import { createDestinations, type Destinations } from './destinations.ts';
 import { compileRouting, type Routing } from './routing.ts';
 import { deliverTestEvent, type TestDelivery } from './test-delivery.ts';
-import { createRoutePool, type RoutePool } from './worker-pool.ts';
+import { createRoutePool, type RoutePool, routeFailureKind } from './worker-pool.ts';
 
 /** The outcome of one acknowledged Publish. */
 export interface Published {
@@ -127,9 +127,19 @@ export async function createPipeline(deps: {
       try {
         result = await pool.route(request, receivedAt);
       } catch (error) {
-        // A worker that died (or a full task queue) is the service's problem: the edge retries.
         logger.error({ err: error }, 'route-events worker failed');
-        throw new AppError('ERR_UNAVAILABLE', 'event routing failed; retry', {}, { cause: error });
+        const kind = routeFailureKind(error);
+        if (kind === 'backpressure')
+          throw new AppError('ERR_BACKPRESSURE', 'too many requests queued; retry later');
+        if (kind === 'unavailable') {
+          throw new AppError(
+            'ERR_UNAVAILABLE',
+            'event routing failed; retry',
+            {},
+            { cause: error },
+          );
+        }
+        throw AppError.from(error);
       }
       if (result.kind === 'invalid') throw new AppError('ERR_INVALID_EVENTS', result.message);
       await deliverAll(destinations, result.deliveries);

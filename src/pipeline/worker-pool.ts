@@ -32,6 +32,9 @@ export function createRoutePool(options: { threads: number; maxQueue: number }):
     maxQueue: options.maxQueue,
     idleTimeout: Number.POSITIVE_INFINITY,
   });
+  // Piscina reports a worker that fails between tasks here; unheard, it would end the process.
+  // The pool replaces the worker by itself, so there is nothing else to do.
+  pool.on('error', () => {});
   let config: RoutingConfig = { version: 0, subscriptions: [] };
   return {
     async route(request, receivedAt) {
@@ -54,4 +57,18 @@ export function createRoutePool(options: { threads: number; maxQueue: number }):
     utilization: () => pool.utilization,
     close: () => pool.close(),
   };
+}
+
+/**
+ * How a failed `route()` should be answered: a worker that died or ran out of memory, or a full
+ * queue, is the service's passing trouble (retry); anything else is a bug in routing, which a
+ * retry would only repeat.
+ */
+export function routeFailureKind(error: unknown): 'unavailable' | 'backpressure' | 'internal' {
+  const message = error instanceof Error ? error.message : '';
+  const code = (error as { code?: string } | null)?.code;
+  if (message === 'Task queue is at limit') return 'backpressure';
+  if (message.startsWith('worker exited with code') || code === 'ERR_WORKER_OUT_OF_MEMORY')
+    return 'unavailable';
+  return 'internal';
 }

@@ -500,6 +500,47 @@ describe.each(STORES)('Event destination API on $kind', ({ open }) => {
     expect((await api('DELETE', `/event_destinations/${destination.body.id}`)).status).toBe(204);
   });
 
+  it('gives a file directory to one destination only, across accounts', async () => {
+    const first = await api('POST', '/event_destinations', {
+      target: { file: { path: 'shared/dir' } },
+    });
+    expect(first.status).toBe(201);
+    expect(first.body.target.file.path).toBe('shared/dir');
+    for (const path of ['shared/dir', 'shared/./dir/', 'shared//dir']) {
+      expectError(
+        await api('POST', '/event_destinations', { target: { file: { path } } }),
+        400,
+        'ERR_INVALID_TARGET',
+        'already used',
+      );
+    }
+    const accountB = await createAccount(service.db);
+    const keyB = await mintApiKey(service.db, { accountId: accountB }, null, service.url);
+    const b = apiClient(service.url, keyB.token!);
+    expectError(
+      await b('POST', '/event_destinations', { target: { file: { path: 'shared/dir' } } }),
+      400,
+      'ERR_INVALID_TARGET',
+    );
+    const other = await api('POST', '/event_destinations', {
+      target: { file: { path: 'shared/other' } },
+    });
+    expectError(
+      await api('PATCH', `/event_destinations/${other.body.id}`, {
+        target: { file: { path: 'shared/dir' } },
+      }),
+      400,
+      'ERR_INVALID_TARGET',
+    );
+    expect(
+      (
+        await api('PATCH', `/event_destinations/${first.body.id}`, {
+          target: { file: { path: 'shared/dir' } },
+        })
+      ).status,
+    ).toBe(200);
+  });
+
   it('keeps accounts apart: another account’s destinations are 404 and never listed', async () => {
     const mine = await api('POST', '/event_destinations', { target: { file: { path: 'mine' } } });
     const accountB = await createAccount(service.db);

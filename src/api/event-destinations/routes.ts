@@ -3,6 +3,7 @@ import { AppError } from '../../errors.ts';
 import { newId } from '../../ids.ts';
 import { fileBaseDir } from '../../sinks/index.ts';
 import type { Queryable } from '../../store/db.ts';
+import { isUniqueViolation } from '../../store/db.ts';
 import {
   deleteEventDestination,
   type EventDestinationRow,
@@ -22,6 +23,7 @@ import {
   type JsonObject,
   METADATA_BYTES,
   objectWith,
+  rejectUnstorableStrings,
   stringField,
 } from '../validate.ts';
 import { type EventDestination, presentEventDestination, withHealth } from './present.ts';
@@ -29,6 +31,18 @@ import { completeTarget, readTarget } from './target.ts';
 import { addDestinationTestAction } from './test-action.ts';
 
 const FIELDS = ['description', 'metadata', 'format', 'target'];
+
+/** A unique violation on a destination can only be its file path (migration 004). */
+function pathTaken(error: unknown): never {
+  if (!isUniqueViolation(error)) throw error;
+  throw new AppError(
+    'ERR_INVALID_TARGET',
+    '"target.file.path" is already used by another destination',
+    {
+      field: 'target.file.path',
+    },
+  );
+}
 
 function notFound(id: string): AppError {
   return new AppError('ERR_NOT_FOUND', `event destination "${id}" was not found`, { id });
@@ -50,6 +64,7 @@ function formatField(body: JsonObject): 'JSON' | undefined {
  * (see target.ts).
  */
 export async function eventDestinationRoutes(app: FastifyInstance, deps: ApiDeps): Promise<void> {
+  app.addHook('preValidation', rejectUnstorableStrings);
   const { db, config } = deps;
   const base = config.publicUrl;
   const baseDir = fileBaseDir(config.dataDir);
@@ -108,7 +123,7 @@ export async function eventDestinationRoutes(app: FastifyInstance, deps: ApiDeps
     const created = await change(request, 'event_destination_created.v0', async (tx) => {
       await insertEventDestination(tx, row);
       return row;
-    });
+    }).catch(pathTaken);
     return reply.code(201).send(show(created));
   });
 
@@ -154,7 +169,7 @@ export async function eventDestinationRoutes(app: FastifyInstance, deps: ApiDeps
       };
       await updateEventDestination(tx, next);
       return next;
-    });
+    }).catch(pathTaken);
     return show(updated);
   });
 

@@ -1,4 +1,4 @@
-import { isAbsolute } from 'node:path';
+import { isAbsolute, normalize } from 'node:path';
 import { AppError } from '../../errors.ts';
 import { parseClickHouseSinkConfig } from '../../sinks/clickhouse/config.ts';
 import { parseFileSinkConfig } from '../../sinks/file/config.ts';
@@ -225,7 +225,8 @@ export function completeTarget(
         ),
       FILE_SETTING_NAMES,
     );
-    return { file };
+    // One spelling per directory ("a/./b/" is "a/b"), so the store can keep paths unique.
+    return { file: { ...file, path: normalize(file.path).replace(/\/+$/, '') } };
   }
   if ('kafka' in input) {
     const { sasl, ...rest } = input.kafka;

@@ -146,7 +146,7 @@ export function loadConfig(env: Env = process.env): Config {
     workerThreads: integer(env, 'WORKER_THREADS', 2, 1, 64),
     batchMaxEvents: integer(env, 'BATCH_MAX_EVENTS', 10_000, 1, 1_000_000),
     batchMaxBytes: integer(env, 'BATCH_MAX_BYTES', 4 * 1024 * 1024, 1024, 256 * 1024 * 1024),
-    batchLingerMs: integer(env, 'BATCH_LINGER_MS', 50, 0, 60_000),
+    batchLingerMs: integer(env, 'BATCH_LINGER_MS', 5, 0, 60_000),
     spoolMaxBytes: integer(env, 'SPOOL_MAX_BYTES', 1024 * 1024 * 1024, 1024, 2 ** 50),
     shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 30_000, 0, 600_000),
     rateLimitPerSecond: integer(env, 'RATE_LIMIT_PER_SECOND', 50, 1, 1_000_000),

@@ -1,4 +1,5 @@
 import { isTrafficType } from '../catalogue/index.ts';
+import { cachedFilter } from '../filter/cached-filter.ts';
 import {
   type CompiledFilter,
   compileFilter,
@@ -53,7 +54,7 @@ export function compileRouting(config: RoutingConfig): Routing {
           subscriptionId: subscription.id,
           filter:
             traffic && source.filter.trim() !== ''
-              ? compileFilter(source.type, source.filter)
+              ? cachedFilter(compileFilter(source.type, source.filter))
               : undefined,
           project:
             traffic && source.fields.length > 0

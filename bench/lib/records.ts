@@ -1,0 +1,46 @@
+import { create, toBinary } from '@bufbuild/protobuf';
+import { PublishRequestSchema } from '../../src/gen/agent_ingress/ingest/v0/ingest_pb.ts';
+import { routeRequest } from '../../src/pipeline/route-events.ts';
+import { compileRouting } from '../../src/pipeline/routing.ts';
+import type { Batch, EventRecord } from '../../src/pipeline/types.ts';
+import { generateEvents } from '../../test/helpers/events.ts';
+
+// Delivery records exactly as the route-events worker makes them (routeRequest over binary
+// PublishRequests of generated traffic, one catch-all subscription), cut into sink batches.
+
+/** `batches` batches of `size` records (both traffic kinds, envelopes serialized by the worker). */
+export function recordBatches(size: number, batches: number): Batch[] {
+  const account = 'ac_bench';
+  const routing = compileRouting({
+    version: 1,
+    subscriptions: [
+      {
+        id: 'sub_bench',
+        accountId: account,
+        sources: ['http_request_complete.v0', 'tcp_connection_closed.v0'].map((type) => ({
+          type,
+          filter: '',
+          fields: [],
+        })),
+        destinationIds: ['dest_bench'],
+      },
+    ],
+  });
+  const events = generateEvents(size * batches, { accounts: [account], seed: 7 });
+  const records: EventRecord[] = [];
+  for (let i = 0; i < events.length; i += 500) {
+    const bytes = toBinary(
+      PublishRequestSchema,
+      create(PublishRequestSchema, { events: events.slice(i, i + 500) }),
+    );
+    const result = routeRequest(routing, bytes, Date.now());
+    if (result.kind !== 'routed') throw new Error(`routeRequest: ${JSON.stringify(result)}`);
+    for (const delivery of result.deliveries) records.push(...delivery.records);
+  }
+  const out: Batch[] = [];
+  for (let i = 0; i < batches; i++) {
+    const slice = records.slice(i * size, (i + 1) * size);
+    out.push({ records: slice, bytes: slice.reduce((n, r) => n + Buffer.byteLength(r.json), 0) });
+  }
+  return out;
+}

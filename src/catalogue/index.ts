@@ -27,3 +27,10 @@ export {
   trafficToJson,
 } from './to-json.ts';
 export type { ColumnSpec, FieldKind, FieldSpec } from './types.ts';
+export {
+  type DecodedEvent,
+  decodePublishRequest,
+  WireFormatError,
+  type WireToJson,
+  wireToJson,
+} from './wire-decode.ts';

@@ -1,41 +1,26 @@
-import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
-import type { EventJson } from '../catalogue/index.ts';
-import { timestampToJson, trafficToJson } from '../catalogue/index.ts';
-import {
-  type Event,
-  PublishRequestSchema,
-  PublishResponseSchema,
-} from '../gen/agent_ingress/ingest/v0/ingest_pb.ts';
+import { create, toBinary } from '@bufbuild/protobuf';
+import { type DecodedEvent, decodePublishRequest, type EventJson } from '../catalogue/index.ts';
+import { PublishResponseSchema } from '../gen/agent_ingress/ingest/v0/ingest_pb.ts';
 import { newId } from '../ids.ts';
 import type { Routing } from './routing.ts';
 import type { EventRecord } from './types.ts';
 import type { Delivery, RouteResult } from './worker-protocol.ts';
 
-const toJson = {
-  'http_request_complete.v0': trafficToJson('http_request_complete.v0'),
-  'tcp_connection_closed.v0': trafficToJson('tcp_connection_closed.v0'),
-};
-
-const PAYLOAD_TYPES = {
-  httpRequestComplete: 'http_request_complete.v0',
-  tcpConnectionClosed: 'tcp_connection_closed.v0',
-} as const;
-
 const EVENT_ID = /^[\x21-\x7e]{1,128}$/;
 const MAX_ACCOUNT_ID = 128;
 
 /** Why an event makes its whole request invalid, or undefined when it is fine. */
-function problem(event: Event, index: number): string | undefined {
+function problem(event: DecodedEvent, index: number): string | undefined {
   if (event.accountId === '' || event.accountId.length > MAX_ACCOUNT_ID) {
     return `events[${index}].account_id must be 1-${MAX_ACCOUNT_ID} characters`;
   }
-  if (event.payload.case === undefined) {
+  if (event.type === undefined) {
     return `events[${index}] has no payload (http_request_complete or tcp_connection_closed)`;
   }
   if (event.eventId !== '' && !EVENT_ID.test(event.eventId)) {
     return `events[${index}].event_id must be 1-128 printable ASCII characters`;
   }
-  if (event.eventTimestamp !== undefined && timestampToJson(event.eventTimestamp) === null) {
+  if (event.eventTimestamp === null) {
     return `events[${index}].event_timestamp is out of range`;
   }
   return undefined;
@@ -53,13 +38,12 @@ function partitionKey(object: EventJson): string {
  * project, wrap in the envelope, serialize once per projection, and group by destination.
  */
 export function routeRequest(routing: Routing, bytes: Uint8Array, receivedAt: number): RouteResult {
-  let request: ReturnType<typeof fromBinary<typeof PublishRequestSchema>>;
+  let events: DecodedEvent[];
   try {
-    request = fromBinary(PublishRequestSchema, bytes);
+    events = decodePublishRequest(bytes);
   } catch (error) {
     return { kind: 'invalid', message: `malformed PublishRequest: ${(error as Error).message}` };
   }
-  const { events } = request;
   for (let i = 0; i < events.length; i++) {
     const why = problem(events[i], i);
     if (why !== undefined) return { kind: 'invalid', message: why };
@@ -72,12 +56,11 @@ export function routeRequest(routing: Routing, bytes: Uint8Array, receivedAt: nu
     const event = events[i];
     const eventId = event.eventId || newId('ev');
     eventIds[i] = eventId;
-    const payload = event.payload as { case: keyof typeof PAYLOAD_TYPES; value: object };
-    const eventType = PAYLOAD_TYPES[payload.case];
+    const eventType = event.type!; // problem() checked every event
     const routes = routing.routes(event.accountId, eventType);
     if (routes.length === 0) continue;
-    const object = toJson[eventType](payload.value);
-    const timestamp = event.eventTimestamp ? timestampToJson(event.eventTimestamp)! : received;
+    const object = event.object!;
+    const timestamp = event.eventTimestamp ?? received;
     const key = partitionKey(object);
     // One serialization per distinct field selection, and one record per destination and
     // selection: subscriptions that agree share the work and never duplicate a line.

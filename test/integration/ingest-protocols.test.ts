@@ -79,7 +79,7 @@ describe('ingest protocols and their errors', () => {
   });
 
   it('answers the right Connect codes for a bad token, bad bytes, bad JSON, bad events and oversize requests', async () => {
-    const post = (body: BodyInit, type: string, token = TEST_INGEST_TOKEN) =>
+    const post = (body: Uint8Array | string, type: string, token = TEST_INGEST_TOKEN) =>
       fetch(`${service.url}${PUBLISH}`, {
         method: 'POST',
         headers: { 'content-type': type, authorization: `Bearer ${token}` },
@@ -87,7 +87,7 @@ describe('ingest protocols and their errors', () => {
       });
     const expectCode = async (response: Response, status: number, code: string) => {
       expect(response.status).toBe(status);
-      expect((await response.json()).code).toBe(code);
+      expect(((await response.json()) as { code: string }).code).toBe(code);
     };
     await expectCode(
       await post(new Uint8Array([8, 1]), 'application/proto', 'wrong-token-0123456789'),

@@ -1,0 +1,588 @@
+import { Buffer } from 'node:buffer';
+import type { DescField, DescMessage } from '@bufbuild/protobuf';
+import { ListValueSchema, StructSchema, ValueSchema } from '@bufbuild/protobuf/wkt';
+import { StringListSchema } from '../gen/agent_ingress/events/v0/traffic_pb.ts';
+
+// The runtime of the generated wire decoders (wire-decode.ts): varint slow paths, strings,
+// skipping unknown fields, the map<string, StringList> entries and google.protobuf.Struct as
+// JSON. Every read is bounded by the end of the message it belongs to, so a length that points
+// past its message, a truncated varint or a truncated field throws instead of reading the
+// neighbour's bytes.
+//
+// Where protobuf-es accepts an input, the result is the same as fromBinary's (followed by the
+// catalogue's to-json): 32-bit varints keep their low 32 bits (a negative int32 is a 10-byte
+// varint), int64 keeps 64 bits and becomes the nearest double like Number(bigint), bool is any
+// non-zero 64-bit varint, strings are decoded as UTF-8 with protobuf-es's strict validation
+// (proto3: invalid UTF-8 throws), a leading U+FEFF is text, not a byte-order mark, and the
+// recursion limit is protobuf-es's 100 nested messages. Where protobuf-es is lax this is
+// stricter and throws: a known field with the wrong wire type (protobuf-es reads the bytes as
+// the declared type anyway), a field running past the end of its message, a varint longer than
+// 10 bytes in an unknown field.
+
+/** Nested messages a decoder enters before it gives up (protobuf-es's default recursionLimit). */
+export const RECURSION_LIMIT = 100;
+
+export const WIRE_VARINT = 0;
+export const WIRE_64BIT = 1;
+export const WIRE_LEN = 2;
+export const WIRE_START_GROUP = 3;
+export const WIRE_END_GROUP = 4;
+export const WIRE_32BIT = 5;
+
+/** The position after the value the last slow-path read decoded; read right after the call. */
+export const cursor = { pos: 0 };
+
+/** The tag of a field: field number and wire type in one varint value. */
+export function tagOf(fieldNo: number, wireType: number): number {
+  return ((fieldNo << 3) | wireType) >>> 0;
+}
+
+/** The one field of `desc` named `name` (proto name), or a startup error. */
+export function fieldNamed(desc: DescMessage, name: string): DescField {
+  const field = desc.fields.find((f) => f.name === name);
+  if (field === undefined) throw new Error(`wire decode: ${desc.typeName} has no field ${name}`);
+  return field;
+}
+
+/** What a decoder knows of a message, for its errors: its name and its fields by number. */
+export interface MessageInfo {
+  typeName: string;
+  fields: Record<number, { name: string; wireType: number }>;
+}
+
+/** The info of a message whose decoder reads the fields `wireTypes` maps to their wire type. */
+export function messageInfo(desc: DescMessage, wireTypes: Map<number, number>): MessageInfo {
+  const fields: MessageInfo['fields'] = {};
+  for (const field of desc.fields) {
+    const wireType = wireTypes.get(field.number);
+    if (wireType !== undefined) fields[field.number] = { name: field.name, wireType };
+  }
+  return { typeName: desc.typeName, fields };
+}
+
+/** Bytes that are not a valid encoding of the message being decoded. */
+export class WireFormatError extends Error {
+  override name = 'WireFormatError';
+}
+
+function fail(message: string): never {
+  throw new WireFormatError(message);
+}
+
+export function truncated(pos: number): never {
+  return fail(`truncated value at byte ${pos}`);
+}
+
+/** A length-delimited field whose length runs past the end of its message. */
+export function overrun(length: number, pos: number, end: number): never {
+  return fail(`length ${length} at byte ${pos} runs past the end of its message (byte ${end})`);
+}
+
+export function tooDeep(typeName: string): never {
+  return fail(`${typeName} nested deeper than ${RECURSION_LIMIT} messages`);
+}
+
+/**
+ * A 32-bit varint starting at `pos` (its first byte included). Like protobuf-es's reader: up to
+ * 10 bytes, the bits above 32 are dropped; returned unsigned, `| 0` makes it an int32.
+ */
+export function varint32(buf: Uint8Array, pos: number, end: number): number {
+  let result = 0;
+  for (let i = 0; i < 10; i++) {
+    if (pos >= end) truncated(pos);
+    const b = buf[pos++];
+    if (i < 4) result |= (b & 0x7f) << (7 * i);
+    else if (i === 4) result |= (b & 0x0f) << 28;
+    if (b < 0x80) {
+      cursor.pos = pos;
+      return result >>> 0;
+    }
+  }
+  return fail(`varint longer than 10 bytes before byte ${pos}`);
+}
+
+/** An int32 field's value: a varint's low 32 bits, signed. */
+export function int32(buf: Uint8Array, pos: number, end: number): number {
+  return varint32(buf, pos, end) | 0;
+}
+
+/** A tag: a varint of at most 5 bytes fitting in 32 bits (checked like protobuf-es). */
+export function tag(buf: Uint8Array, pos: number, end: number): number {
+  const start = pos;
+  const value = varint32(buf, pos, end);
+  const length = cursor.pos - start;
+  if (length > 5 || (length === 5 && buf[cursor.pos - 1] > 0x0f)) {
+    fail(`tag at byte ${start} overflows 32 bits`);
+  }
+  return value;
+}
+
+let lo = 0;
+let hi = 0;
+
+// A 64-bit varint into lo/hi, exactly as protobuf-es's varint64read splits it.
+function varint64(buf: Uint8Array, pos: number, end: number): void {
+  lo = 0;
+  hi = 0;
+  let b: number;
+  for (let shift = 0; shift < 28; shift += 7) {
+    if (pos >= end) truncated(pos);
+    b = buf[pos++];
+    lo |= (b & 0x7f) << shift;
+    if (b < 0x80) {
+      cursor.pos = pos;
+      return;
+    }
+  }
+  if (pos >= end) truncated(pos);
+  b = buf[pos++];
+  lo |= (b & 0x0f) << 28;
+  hi = (b & 0x70) >> 4;
+  if (b < 0x80) {
+    cursor.pos = pos;
+    return;
+  }
+  for (let shift = 3; shift <= 31; shift += 7) {
+    if (pos >= end) truncated(pos);
+    b = buf[pos++];
+    hi |= (b & 0x7f) << shift;
+    if (b < 0x80) {
+      cursor.pos = pos;
+      return;
+    }
+  }
+  fail(`varint longer than 10 bytes before byte ${pos}`);
+}
+
+/**
+ * An int64 field's value as the catalogue's JSON has it: a JS number. hi·2³² + lo is one
+ * correctly rounded addition of two exact doubles, so it equals to-json's Number(bigint) also
+ * beyond 2⁵³.
+ */
+export function int64(buf: Uint8Array, pos: number, end: number): number {
+  varint64(buf, pos, end);
+  // Small values stay small integers (Smis): JSON.stringify writes those faster than doubles.
+  if (hi === 0 && lo >= 0) return lo;
+  return hi * 4294967296 + (lo >>> 0);
+}
+
+/** A bool field's value: any non-zero varint (read as 64 bits, like protobuf-es). */
+export function bool(buf: Uint8Array, pos: number, end: number): boolean {
+  varint64(buf, pos, end);
+  return lo !== 0 || hi !== 0;
+}
+
+const f64 = new Float64Array(1);
+const f64Bytes = new Uint8Array(f64.buffer);
+const littleEndian = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+
+/** A little-endian double at `pos` (the caller checked the 8 bytes are there). */
+export function double(buf: Uint8Array, pos: number): number {
+  for (let i = 0; i < 8; i++) f64Bytes[littleEndian ? i : 7 - i] = buf[pos + i];
+  return f64[0];
+}
+
+// Strings. Most of an event's bytes are short ASCII strings that repeat from event to event
+// (header names, hosts, decisions, cipher suites), and creating a JS string costs far more than
+// hashing a few bytes, so ASCII strings go through a small direct-mapped cache of the strings
+// last made: a hit is verified byte by byte against the cached string, so a collision only costs
+// a miss. Non-ASCII goes to a strict (fatal) TextDecoder, like protobuf-es for proto3 strings.
+
+type LatinSlice = (this: Uint8Array, start: number, end: number) => string;
+// Node's native one-byte string maker (Buffer#latin1Slice, also for plain Uint8Arrays); only
+// called for ASCII bytes, so the fallback may read them as char codes.
+const latin1Slice: LatinSlice =
+  (Buffer.prototype as unknown as { latin1Slice?: LatinSlice }).latin1Slice ??
+  function (this: Uint8Array, start: number, end: number) {
+    return String.fromCharCode.apply(null, Array.from(this.subarray(start, end)));
+  };
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+const CACHE_SIZE = 4096; // a power of two
+const CACHE_MAX_LENGTH = 64;
+const cacheKeys: string[] = new Array(CACHE_SIZE).fill('');
+
+function decodeUtf8(buf: Uint8Array, start: number, end: number): string {
+  try {
+    return utf8.decode(buf.subarray(start, end));
+  } catch {
+    return fail(`invalid UTF-8 in the string at bytes ${start}-${end}`);
+  }
+}
+
+/** The string of the bytes [start, end) (the caller checked they are within the message). */
+export function string(buf: Uint8Array, start: number, end: number): string {
+  const length = end - start;
+  if (length > CACHE_MAX_LENGTH) return uncached(buf, start, end);
+  // The hash reads at most the first and the last 8 bytes; the comparison reads them all (a
+  // cached string is ASCII, so non-ASCII bytes never match it).
+  let h = length;
+  const head = length > 16 ? start + 8 : end;
+  for (let i = start; i < head; i++) h = Math.imul(h ^ buf[i], 0x01000193);
+  for (let i = length > 16 ? end - 8 : end; i < end; i++) h = Math.imul(h ^ buf[i], 0x01000193);
+  const slot = (h ^ (h >>> 13)) & (CACHE_SIZE - 1);
+  const cached = cacheKeys[slot];
+  if (cached.length === length) {
+    let i = 0;
+    while (i < length && cached.charCodeAt(i) === buf[start + i]) i++;
+    if (i === length) return cached;
+  }
+  const made = uncached(buf, start, end);
+  if (made.length === length) cacheKeys[slot] = made; // ASCII: one char per byte
+  return made;
+}
+
+function uncached(buf: Uint8Array, start: number, end: number): string {
+  for (let i = start; i < end; i++) if (buf[i] > 0x7f) return decodeUtf8(buf, start, end);
+  return latin1Slice.call(buf, start, end);
+}
+
+/**
+ * Skips the value of a field the decoder does not read, returning the position after it; `tag`
+ * was read just before `pos`. A field the message declares but with another wire type is an
+ * error, as are field number 0, wire types 6 and 7 and an end-group tag without its start.
+ */
+export function skip(
+  buf: Uint8Array,
+  pos: number,
+  end: number,
+  tagValue: number,
+  depth: number,
+  info: MessageInfo,
+): number {
+  const fieldNo = tagValue >>> 3;
+  const wireType = tagValue & 7;
+  checkTag(fieldNo, wireType, pos);
+  const known = info.fields[fieldNo];
+  if (known !== undefined) {
+    fail(
+      `field ${info.typeName}.${known.name} (${fieldNo}) has wire type ${wireType}, expected ${known.wireType}, before byte ${pos}`,
+    );
+  }
+  return skipValue(buf, pos, end, fieldNo, wireType, RECURSION_LIMIT - depth);
+}
+
+function checkTag(fieldNo: number, wireType: number, pos: number): void {
+  if (fieldNo === 0) fail(`field number 0 in the tag before byte ${pos}`);
+  if (wireType > 5) fail(`wire type ${wireType} (field ${fieldNo}) before byte ${pos}`);
+}
+
+function skipValue(
+  buf: Uint8Array,
+  pos: number,
+  end: number,
+  fieldNo: number,
+  wireType: number,
+  budget: number,
+): number {
+  switch (wireType) {
+    case WIRE_VARINT:
+      for (let i = 0; i < 10; i++) {
+        if (pos >= end) truncated(pos);
+        if (buf[pos++] < 0x80) return pos;
+      }
+      return fail(`varint longer than 10 bytes before byte ${pos}`);
+    case WIRE_64BIT:
+      if (end - pos < 8) truncated(pos);
+      return pos + 8;
+    case WIRE_32BIT:
+      if (end - pos < 4) truncated(pos);
+      return pos + 4;
+    case WIRE_LEN: {
+      const length = varint32(buf, pos, end);
+      pos = cursor.pos;
+      if (length > end - pos) overrun(length, pos, end);
+      return pos + length;
+    }
+    case WIRE_START_GROUP: {
+      if (budget <= 0) fail(`groups nested deeper than ${RECURSION_LIMIT} at byte ${pos}`);
+      for (;;) {
+        if (pos >= end) fail(`group ${fieldNo} not closed before byte ${end}`);
+        const t = tag(buf, pos, end);
+        pos = cursor.pos;
+        const innerNo = t >>> 3;
+        const innerType = t & 7;
+        checkTag(innerNo, innerType, pos);
+        if (innerType === WIRE_END_GROUP) {
+          if (innerNo !== fieldNo) {
+            fail(`group ${fieldNo} closed by an end-group tag of field ${innerNo} at byte ${pos}`);
+          }
+          return pos;
+        }
+        pos = skipValue(buf, pos, end, innerNo, innerType, budget - 1);
+      }
+    }
+    default:
+      return fail(`end-group tag of field ${fieldNo} without a start before byte ${pos}`);
+  }
+}
+
+/** Sets an own property, also for the key `__proto__` (like protobuf-es's setOwn). */
+function setOwn(target: Record<string, unknown>, key: string, value: unknown): void {
+  if (key === '__proto__') {
+    Object.defineProperty(target, key, {
+      value,
+      writable: true,
+      enumerable: true,
+      configurable: true,
+    });
+  } else {
+    target[key] = value;
+  }
+}
+
+// Map entries: key = 1, value = 2 (protobuf's map encoding).
+const ENTRY_KEY = tagOf(1, WIRE_LEN);
+const ENTRY_VALUE = tagOf(2, WIRE_LEN);
+const ENTRY_INFO: MessageInfo = {
+  typeName: 'map entry',
+  fields: { 1: { name: 'key', wireType: WIRE_LEN }, 2: { name: 'value', wireType: WIRE_LEN } },
+};
+
+// agent_ingress.events.v0.StringList, the values of one header.
+const STRING_LIST_VALUES = fieldNamed(StringListSchema, 'values');
+const STRING_LIST_VALUES_TAG = tagOf(STRING_LIST_VALUES.number, WIRE_LEN);
+const STRING_LIST_INFO = messageInfo(
+  StringListSchema,
+  new Map([[STRING_LIST_VALUES.number, WIRE_LEN]]),
+);
+
+/**
+ * One entry of a map<string, StringList> into `out` as `out[key] = values`, the assignment
+ * to-json makes (a later entry with the same key replaces the earlier one in place).
+ */
+export function stringListEntry(
+  buf: Uint8Array,
+  pos: number,
+  end: number,
+  out: Record<string, string[]>,
+  depth: number,
+): void {
+  let key = '';
+  let values: string[] | undefined;
+  while (pos < end) {
+    let t = buf[pos];
+    if (t < 0x80) pos++;
+    else {
+      t = tag(buf, pos, end);
+      pos = cursor.pos;
+    }
+    if (t === ENTRY_KEY || t === ENTRY_VALUE) {
+      let n = buf[pos];
+      if (n < 0x80 && pos < end) pos++;
+      else {
+        n = varint32(buf, pos, end);
+        pos = cursor.pos;
+      }
+      if (n > end - pos) overrun(n, pos, end);
+      if (t === ENTRY_KEY) key = string(buf, pos, pos + n);
+      // A repeated value within one entry merges into the first, like a message field.
+      else values = stringList(buf, pos, pos + n, values, depth + 1);
+      pos += n;
+    } else {
+      pos = skip(buf, pos, end, t, depth, ENTRY_INFO);
+    }
+  }
+  out[key] = values === undefined ? [] : values;
+}
+
+// The values of a StringList appended to `values` (undefined until the first one: an array
+// literal of the first value is smaller and cheaper than pushing onto []).
+function stringList(
+  buf: Uint8Array,
+  pos: number,
+  end: number,
+  values: string[] | undefined,
+  depth: number,
+): string[] | undefined {
+  if (depth > RECURSION_LIMIT) tooDeep(StringListSchema.typeName);
+  while (pos < end) {
+    let t = buf[pos];
+    if (t < 0x80) pos++;
+    else {
+      t = tag(buf, pos, end);
+      pos = cursor.pos;
+    }
+    if (t === STRING_LIST_VALUES_TAG) {
+      let n = buf[pos];
+      if (n < 0x80 && pos < end) pos++;
+      else {
+        n = varint32(buf, pos, end);
+        pos = cursor.pos;
+      }
+      if (n > end - pos) overrun(n, pos, end);
+      const value = string(buf, pos, pos + n);
+      if (values === undefined) values = [value];
+      else values.push(value);
+      pos += n;
+    } else {
+      pos = skip(buf, pos, end, t, depth, STRING_LIST_INFO);
+    }
+  }
+  return values;
+}
+
+// google.protobuf.Struct, Value and ListValue, decoded straight to the JsonObject protobuf-es
+// gives a Struct field (and to-json passes through): Value's kind oneof becomes null, a number,
+// a string, a bool, an object or an array; a Value without a kind is null.
+
+const STRUCT_FIELDS = fieldNamed(StructSchema, 'fields');
+const STRUCT_FIELDS_TAG = tagOf(STRUCT_FIELDS.number, WIRE_LEN);
+const STRUCT_INFO = messageInfo(StructSchema, new Map([[STRUCT_FIELDS.number, WIRE_LEN]]));
+
+const LIST_VALUES = fieldNamed(ListValueSchema, 'values');
+const LIST_VALUES_TAG = tagOf(LIST_VALUES.number, WIRE_LEN);
+const LIST_INFO = messageInfo(ListValueSchema, new Map([[LIST_VALUES.number, WIRE_LEN]]));
+
+const VALUE_NULL = fieldNamed(ValueSchema, 'null_value').number;
+const VALUE_NUMBER = fieldNamed(ValueSchema, 'number_value').number;
+const VALUE_STRING = fieldNamed(ValueSchema, 'string_value').number;
+const VALUE_BOOL = fieldNamed(ValueSchema, 'bool_value').number;
+const VALUE_STRUCT = fieldNamed(ValueSchema, 'struct_value').number;
+const VALUE_LIST = fieldNamed(ValueSchema, 'list_value').number;
+const VALUE_NULL_TAG = tagOf(VALUE_NULL, WIRE_VARINT);
+const VALUE_NUMBER_TAG = tagOf(VALUE_NUMBER, WIRE_64BIT);
+const VALUE_STRING_TAG = tagOf(VALUE_STRING, WIRE_LEN);
+const VALUE_BOOL_TAG = tagOf(VALUE_BOOL, WIRE_VARINT);
+const VALUE_STRUCT_TAG = tagOf(VALUE_STRUCT, WIRE_LEN);
+const VALUE_LIST_TAG = tagOf(VALUE_LIST, WIRE_LEN);
+const VALUE_INFO = messageInfo(
+  ValueSchema,
+  new Map([
+    [VALUE_NULL, WIRE_VARINT],
+    [VALUE_NUMBER, WIRE_64BIT],
+    [VALUE_STRING, WIRE_LEN],
+    [VALUE_BOOL, WIRE_VARINT],
+    [VALUE_STRUCT, WIRE_LEN],
+    [VALUE_LIST, WIRE_LEN],
+  ]),
+);
+
+/** A JSON value of a decoded google.protobuf.Value. */
+export type JsonValue = null | number | string | boolean | JsonValue[] | { [k: string]: JsonValue };
+
+// The length of a length-delimited field at `pos`, leaving cursor.pos after it.
+function lengthAt(buf: Uint8Array, pos: number, end: number): number {
+  const n = varint32(buf, pos, end);
+  if (n > end - cursor.pos) overrun(n, cursor.pos, end);
+  return n;
+}
+
+/**
+ * The entries of a google.protobuf.Struct message into `out` (a fresh object, or the object of
+ * an earlier occurrence of the same field, into which protobuf merges).
+ */
+export function struct(
+  buf: Uint8Array,
+  pos: number,
+  end: number,
+  out: { [k: string]: JsonValue },
+  depth: number,
+): void {
+  if (depth > RECURSION_LIMIT) tooDeep(StructSchema.typeName);
+  while (pos < end) {
+    const t = tag(buf, pos, end);
+    pos = cursor.pos;
+    if (t !== STRUCT_FIELDS_TAG) {
+      pos = skip(buf, pos, end, t, depth, STRUCT_INFO);
+      continue;
+    }
+    const entryEnd = lengthAt(buf, pos, end) + cursor.pos;
+    pos = cursor.pos;
+    let key = '';
+    let value: JsonValue | undefined;
+    while (pos < entryEnd) {
+      const et = tag(buf, pos, entryEnd);
+      pos = cursor.pos;
+      if (et === ENTRY_KEY || et === ENTRY_VALUE) {
+        const n = lengthAt(buf, pos, entryEnd);
+        pos = cursor.pos;
+        if (et === ENTRY_KEY) key = string(buf, pos, pos + n);
+        else value = valueJson(buf, pos, pos + n, value ?? null, depth + 1);
+        pos += n;
+      } else {
+        pos = skip(buf, pos, entryEnd, et, depth, ENTRY_INFO);
+      }
+    }
+    setOwn(out, key, value === undefined ? null : value);
+  }
+}
+
+function isStruct(v: JsonValue): v is { [k: string]: JsonValue } {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+// One google.protobuf.Value, merged into `v` (the value of an earlier occurrence, or null).
+function valueJson(
+  buf: Uint8Array,
+  pos: number,
+  end: number,
+  v: JsonValue,
+  depth: number,
+): JsonValue {
+  if (depth > RECURSION_LIMIT) tooDeep(ValueSchema.typeName);
+  while (pos < end) {
+    const t = tag(buf, pos, end);
+    pos = cursor.pos;
+    switch (t) {
+      case VALUE_NULL_TAG:
+        varint32(buf, pos, end);
+        pos = cursor.pos;
+        v = null;
+        break;
+      case VALUE_NUMBER_TAG:
+        if (end - pos < 8) truncated(pos);
+        v = double(buf, pos);
+        pos += 8;
+        break;
+      case VALUE_STRING_TAG: {
+        const n = lengthAt(buf, pos, end);
+        pos = cursor.pos;
+        v = string(buf, pos, pos + n);
+        pos += n;
+        break;
+      }
+      case VALUE_BOOL_TAG:
+        v = bool(buf, pos, end);
+        pos = cursor.pos;
+        break;
+      case VALUE_STRUCT_TAG: {
+        // Another occurrence of the kind the value already has merges into it; another kind
+        // replaces it (protobuf's oneof rule).
+        const n = lengthAt(buf, pos, end);
+        pos = cursor.pos;
+        if (!isStruct(v)) v = {};
+        struct(buf, pos, pos + n, v, depth + 1);
+        pos += n;
+        break;
+      }
+      case VALUE_LIST_TAG: {
+        const n = lengthAt(buf, pos, end);
+        pos = cursor.pos;
+        if (!Array.isArray(v)) v = [];
+        list(buf, pos, pos + n, v, depth + 1);
+        pos += n;
+        break;
+      }
+      default:
+        pos = skip(buf, pos, end, t, depth, VALUE_INFO);
+    }
+  }
+  return v;
+}
+
+function list(buf: Uint8Array, pos: number, end: number, out: JsonValue[], depth: number): void {
+  if (depth > RECURSION_LIMIT) tooDeep(ListValueSchema.typeName);
+  while (pos < end) {
+    const t = tag(buf, pos, end);
+    pos = cursor.pos;
+    if (t === LIST_VALUES_TAG) {
+      const n = lengthAt(buf, pos, end);
+      pos = cursor.pos;
+      out.push(valueJson(buf, pos, pos + n, null, depth + 1));
+      pos += n;
+    } else {
+      pos = skip(buf, pos, end, t, depth, LIST_INFO);
+    }
+  }
+}

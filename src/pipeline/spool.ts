@@ -1,5 +1,6 @@
 import { mkdir, open, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
+import { fsyncDir } from '../fsync-dir.ts';
 import type { Batch, EventRecord } from './types.ts';
 
 /** Where a destination keeps the batches its sink could not take yet, and how much of the disk it may use. */
@@ -79,15 +80,6 @@ export function decodeSpoolBatch(data: string): Batch {
     bytes += Buffer.byteLength(json);
   }
   return { records, bytes };
-}
-
-async function fsyncDir(dir: string): Promise<void> {
-  const fh = await open(dir, 'r');
-  try {
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
 }
 
 /** Opens (or creates) the spool in dir: reads the existing files so a restart resumes where it stopped. */

@@ -1,5 +1,6 @@
 import { access, type FileHandle, mkdir, open, readdir, rename } from 'node:fs/promises';
 import { join } from 'node:path';
+import { fsyncDir } from '../../fsync-dir.ts';
 import type { Logger } from '../../logger.ts';
 import { type Sink, SinkError } from '../types.ts';
 import type { FileSinkConfig } from './config.ts';
@@ -56,15 +57,6 @@ async function exists(path: string): Promise<boolean> {
     () => true,
     () => false,
   );
-}
-
-async function fsyncDir(dir: string): Promise<void> {
-  const fh = await open(dir, 'r');
-  try {
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
 }
 
 // Cuts a crashed file after its last newline: a partial line was never acknowledged.

@@ -1,5 +1,5 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
-import { installErrorHandlers } from './api/http-errors.ts';
+import { frameworkErrors, installErrorHandlers } from './api/http-errors.ts';
 import { type RouteTable, restApi } from './api/index.ts';
 import { createTokenSet } from './auth/tokens.ts';
 import type { Config } from './config.ts';
@@ -33,6 +33,7 @@ export async function buildApp({
     genReqId: () => newId('op'),
     return503OnClosing: true,
     forceCloseConnections: 'idle',
+    frameworkErrors,
   });
   installErrorHandlers(app);
   const routes: RouteTable = [];

@@ -42,3 +42,29 @@ export function installErrorHandlers(app: FastifyInstance): void {
     return reply.code(404).send(errorBody(error, request.id));
   });
 }
+
+/**
+ * Fastify's `frameworkErrors` option: errors its router raises before any route or hook runs (a
+ * path that does not percent-decode, a path parameter over maxParamLength), which otherwise get
+ * Fastify's own body instead of DESIGN.md §4's.
+ */
+export function frameworkErrors(
+  error: FastifyError,
+  request: FastifyRequest,
+  reply: FastifyReply,
+): void {
+  const path = request.url.split('?')[0];
+  let appError: AppError;
+  if (error.code === 'FST_ERR_BAD_URL') {
+    appError = new AppError(
+      'ERR_ROUTE_NOT_FOUND',
+      `no route for ${request.method} ${path}: the path is not valid percent-encoded UTF-8`,
+    );
+  } else if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') {
+    appError = new AppError('ERR_NOT_FOUND', `no object has an id as long as the one in ${path}`);
+  } else {
+    appError = AppError.from(error);
+    request.log.error({ err: error }, 'request failed');
+  }
+  reply.code(appError.status).send(errorBody(appError, request.id));
+}

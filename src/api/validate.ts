@@ -1,3 +1,4 @@
+import type { FastifyRequest } from 'fastify';
 import { AppError } from '../errors.ts';
 
 /** A JSON object from a request body, checked field by field by the functions below. */
@@ -90,3 +91,71 @@ export function choiceField<T extends string>(
 /** The bounds SPEC.md sets on most resources' description and metadata. */
 export const DESCRIPTION_BYTES = 255;
 export const METADATA_BYTES = 4096;
+
+// PostgreSQL keeps neither U+0000 (in text or jsonb) nor an unpaired UTF-16 surrogate (in jsonb,
+// where the audit event holds every stored value): such a string would make the store fail, a
+// 500, instead of a 400 naming the field.
+const UNSTORABLE = /\0|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+/** True when the store can keep `value` as it is (no NUL, no unpaired surrogate). */
+export function isStorable(value: string): boolean {
+  return !UNSTORABLE.test(value);
+}
+
+/** A value inside a request body, with the way back to the body (for its dotted name). */
+interface BodyNode {
+  value: unknown;
+  parent: BodyNode | undefined;
+  key: string | number;
+}
+
+/** The dotted name of a body value, like `target.kafka.brokers[0]`. */
+function bodyPath(node: BodyNode): string {
+  const parts: string[] = [];
+  for (let n = node; n.parent !== undefined; n = n.parent) {
+    parts.push(typeof n.key === 'number' ? `[${n.key}]` : `.${n.key}`);
+  }
+  return parts.reverse().join('').replace(/^\./, '');
+}
+
+/**
+ * A preValidation hook for the resource routes: a path parameter the store cannot hold names no
+ * object (404); a body string it cannot hold is a 400 naming the field. The body is walked
+ * without recursion (bodies nest as deep as MAX_BODY_BYTES allows).
+ */
+export async function rejectUnstorableStrings(request: FastifyRequest): Promise<void> {
+  const params = (request.params ?? {}) as Record<string, unknown>;
+  for (const [name, value] of Object.entries(params)) {
+    if (typeof value === 'string' && !isStorable(value)) {
+      throw new AppError('ERR_NOT_FOUND', `no object has the ${name} ${JSON.stringify(value)}`, {
+        [name]: value,
+      });
+    }
+  }
+  // A body that is not an object or a list is refused by objectWith, with a better message.
+  if (request.body === null || typeof request.body !== 'object') return;
+  const stack: BodyNode[] = [{ value: request.body, parent: undefined, key: '' }];
+  while (stack.length > 0) {
+    const node = stack.pop()!;
+    const { value } = node;
+    if (typeof value === 'string') {
+      if (isStorable(value)) continue;
+      const field = bodyPath(node);
+      throw new AppError(
+        'ERR_INVALID_FIELD',
+        `"${field}" must not contain U+0000 (NUL) or an unpaired UTF-16 surrogate`,
+        { field },
+      );
+    }
+    if (value === null || typeof value !== 'object') continue;
+    if (Array.isArray(value)) {
+      for (let i = value.length - 1; i >= 0; i--)
+        stack.push({ value: value[i], parent: node, key: i });
+    } else {
+      const entries = Object.entries(value);
+      for (let i = entries.length - 1; i >= 0; i--) {
+        stack.push({ value: entries[i][1], parent: node, key: entries[i][0] });
+      }
+    }
+  }
+}

@@ -1,3 +1,4 @@
+import type { ASTNode } from '@marcbachmann/cel-js';
 import type { RE2JS } from 're2js';
 import { type EventJson, isTrafficType, type TrafficEventType } from '../catalogue/index.ts';
 import { filterError, fromCelError } from './filter-diagnostics.ts';
@@ -54,6 +55,16 @@ export function compileFilter(type: string, expression: string): CompiledFilter 
   } catch (err) {
     throw fromCelError(fe, expression, err);
   }
+  const nested = nestedComprehension(checked.ast, FILTER_LIMITS.maxComprehensionDepth);
+  if (nested !== undefined) {
+    throw filterError(
+      fe,
+      expression,
+      'too_complex',
+      `expression is too complex (comprehensions such as exists, all, map, filter and cel.bind nest at most ${FILTER_LIMITS.maxComprehensionDepth} deep, chained ones included)`,
+      nested,
+    );
+  }
   const result = checked.check();
   if (!result.valid) throw fromCelError(fe, expression, result.error, checked.ast);
   if (result.type !== 'bool') {
@@ -69,8 +80,9 @@ export function compileFilter(type: string, expression: string): CompiledFilter 
   // 2. Literal regexes are compiled now, so an invalid one is rejected here, not per event.
   const regexes = new Map<string, RE2JS>();
   for (const { pattern, offset } of regexLiterals(checked.ast)) {
+    let regex: RE2JS;
     try {
-      regexes.set(pattern, compileRegex(pattern));
+      regex = compileRegex(pattern);
     } catch (err) {
       const why = err instanceof Error ? err.message : String(err);
       throw filterError(
@@ -81,6 +93,16 @@ export function compileFilter(type: string, expression: string): CompiledFilter 
         offset,
       );
     }
+    if (regex.programSize() > FILTER_LIMITS.maxRegexProgramSize) {
+      throw filterError(
+        fe,
+        expression,
+        'too_complex',
+        `regular expression is too large (${regex.programSize()} RE2 instructions; the limit is ${FILTER_LIMITS.maxRegexProgramSize})`,
+        offset,
+      );
+    }
+    regexes.set(pattern, regex);
   }
 
   // 3. The evaluation copy: `matches` rerouted to RE2, in this filter's own environment.
@@ -102,4 +124,34 @@ export function compileFilter(type: string, expression: string): CompiledFilter 
       }
     },
   });
+}
+
+/** The calls that iterate or bind: each runs its body once per element (or per use). */
+const COMPREHENSIONS = new Set(['all', 'exists', 'exists_one', 'map', 'filter', 'bind']);
+
+/**
+ * The offset of the first comprehension that sits inside more than `limit` others (in their
+ * receiver or arguments), or undefined. The parser's depth limit bounds the recursion.
+ */
+function nestedComprehension(ast: ASTNode, limit: number): number | undefined {
+  const walk = (v: unknown, depth: number): number | undefined => {
+    if (Array.isArray(v)) {
+      for (const item of v) {
+        const found = walk(item, depth);
+        if (found !== undefined) return found;
+      }
+      return undefined;
+    }
+    if (v === null || typeof v !== 'object' || typeof (v as ASTNode).op !== 'string') {
+      return undefined;
+    }
+    const node = v as ASTNode;
+    let inner = depth;
+    if (node.op === 'rcall' && COMPREHENSIONS.has(node.args[0] as string)) {
+      inner = depth + 1;
+      if (inner > limit) return node.range.start;
+    }
+    return walk(node.args, inner);
+  };
+  return walk(ast, 0);
 }

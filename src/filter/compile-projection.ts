@@ -15,6 +15,9 @@ import { FieldSelectionError } from './filter-error.ts';
 /** Picks the selected fields out of an event's JSON payload. */
 export type Projection = (event: EventJson) => EventJson;
 
+/** The most names one `fields` selection may hold (every leaf of a kind is far fewer). */
+export const MAX_SELECTED_FIELDS = 256;
+
 /** The projection of an empty or omitted selection: the event unchanged. */
 const everything: Projection = (event) => event;
 
@@ -36,6 +39,13 @@ export function compileProjection(type: string, fields: readonly string[] | unde
     );
   }
   if (!fields || fields.length === 0) return everything;
+  if (fields.length > MAX_SELECTED_FIELDS) {
+    throw new FieldSelectionError(
+      `fields: at most ${MAX_SELECTED_FIELDS} names may be selected; got ${fields.length}`,
+      [],
+      selectableNames(type),
+    );
+  }
 
   const valid = selectableNames(type);
   const known = new Set(valid);

@@ -21,6 +21,14 @@ export const FILTER_LIMITS = Object.freeze({
   maxDepth: 32,
   maxAstNodes: 512,
   maxListElements: 256,
+  /**
+   * Comprehensions (all, exists, exists_one, map, filter, cel.bind) inside one another: their
+   * costs multiply, so a few hundred characters of nested or chained ones ran for seconds per
+   * event and then exhausted the heap. One level keeps a filter's cost linear in its size.
+   */
+  maxComprehensionDepth: 1,
+  /** RE2 instructions of one `matches` pattern: evaluation time is this times the input length. */
+  maxRegexProgramSize: 4096,
 });
 
 /** The declarations of one traffic kind, shared by every filter compiled for it. */

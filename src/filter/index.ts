@@ -2,7 +2,12 @@
 // per subscription version and run per event in the workers.
 
 export { type CompiledFilter, compileFilter } from './compile-filter.ts';
-export { compileProjection, type Projection, selectableNames } from './compile-projection.ts';
+export {
+  compileProjection,
+  MAX_SELECTED_FIELDS,
+  type Projection,
+  selectableNames,
+} from './compile-projection.ts';
 export { FILTER_LIMITS } from './filter-environment.ts';
 export {
   FieldSelectionError,

@@ -1,5 +1,6 @@
 import type { ASTNode } from '@marcbachmann/cel-js';
 import { RE2JS } from 're2js';
+import { FILTER_LIMITS } from './filter-environment.ts';
 
 // CEL's `matches` is specified with RE2 semantics; cel-js implements it with JS RegExp, which
 // backtracks (`(a+)+$` on a long string never returns). cel-js cannot replace a built-in
@@ -78,14 +79,17 @@ export function compileRegex(pattern: string): RE2JS {
 export function re2Matcher(
   compiled: ReadonlyMap<string, RE2JS>,
 ): (s: string, p: string) => boolean {
-  const cache = new Map(compiled);
+  const cache = new Map<string, RE2JS | null>(compiled);
   const limit = compiled.size + MAX_DYNAMIC_PATTERNS;
   return (s, p) => {
     let re = cache.get(p);
     if (re === undefined) {
-      re = RE2JS.compile(p);
+      // A dynamic pattern gets the bounds of a literal one; one beyond them (null) never matches.
+      re = p.length > FILTER_LIMITS.maxLength ? null : RE2JS.compile(p);
+      if (re !== null && re.programSize() > FILTER_LIMITS.maxRegexProgramSize) re = null;
       if (cache.size < limit) cache.set(p, re);
     }
+    if (re === null) throw new Error('matches: the pattern is beyond the filter limits');
     return re.test(s);
   };
 }

@@ -22,6 +22,7 @@ import {
   type JsonObject,
   METADATA_BYTES,
   objectWith,
+  rejectUnstorableStrings,
   stringField,
 } from '../validate.ts';
 import { normalizeDomain } from './domain.ts';
@@ -59,6 +60,7 @@ export async function agentIngressRoutes(
   app: FastifyInstance,
   { db, config }: ApiDeps,
 ): Promise<void> {
+  app.addHook('preValidation', rejectUnstorableStrings);
   const base = config.publicUrl;
 
   /** The resource with its current provisioning job, read in the same transaction. */

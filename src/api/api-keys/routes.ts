@@ -6,7 +6,13 @@ import { selectPage } from '../../store/pages.ts';
 import { withAudit } from '../audit.ts';
 import type { ApiDeps } from '../deps.ts';
 import { pageLinks, parsePageQuery } from '../pagination.ts';
-import { DESCRIPTION_BYTES, METADATA_BYTES, objectWith, stringField } from '../validate.ts';
+import {
+  DESCRIPTION_BYTES,
+  METADATA_BYTES,
+  objectWith,
+  rejectUnstorableStrings,
+  stringField,
+} from '../validate.ts';
 import { mintApiKey } from './mint.ts';
 import { presentApiKey } from './present.ts';
 
@@ -18,6 +24,7 @@ function notFound(id: string): AppError {
 
 /** /api_keys: create (token shown once), get, list, update description/metadata, delete. */
 export async function apiKeyRoutes(app: FastifyInstance, { db, config }: ApiDeps): Promise<void> {
+  app.addHook('preValidation', rejectUnstorableStrings);
   const base = config.publicUrl;
 
   app.post('/api_keys', async (request, reply) => {

@@ -24,7 +24,7 @@ import { bumpPipelineVersion } from '../../store/pipeline-config.ts';
 import { withAudit } from '../audit.ts';
 import type { ApiDeps } from '../deps.ts';
 import { pageLinks, parsePageQuery } from '../pagination.ts';
-import { type JsonObject, objectWith, stringField } from '../validate.ts';
+import { type JsonObject, objectWith, rejectUnstorableStrings, stringField } from '../validate.ts';
 import { type EventSubscription, presentEventSource, presentEventSubscription } from './present.ts';
 import {
   checkSource,
@@ -63,12 +63,16 @@ function destinationIdsField(body: JsonObject): string[] | undefined {
       field: 'destination_ids',
     });
   }
-  const twice = value.find((id, index) => value.indexOf(id) !== index);
-  if (twice !== undefined) {
-    throw new AppError('ERR_INVALID_FIELD', `"destination_ids" names "${twice}" twice`, {
-      field: 'destination_ids',
-      id: twice,
-    });
+  // A Set, not indexOf: a body of 100,000 ids would otherwise hold the event loop for seconds.
+  const seen = new Set<string>();
+  for (const id of value) {
+    if (seen.has(id)) {
+      throw new AppError('ERR_INVALID_FIELD', `"destination_ids" names "${id}" twice`, {
+        field: 'destination_ids',
+        id,
+      });
+    }
+    seen.add(id);
   }
   return value;
 }
@@ -112,6 +116,7 @@ async function setDestinations(
  * change bumps the routing version in its transaction and then tells the pipeline.
  */
 export async function eventSubscriptionRoutes(app: FastifyInstance, deps: ApiDeps): Promise<void> {
+  app.addHook('preValidation', rejectUnstorableStrings);
   const { db, config } = deps;
   const base = config.publicUrl;
 

@@ -40,6 +40,26 @@ async function publishOne(pipeline: Pipeline, request: PublishRequest): Promise<
 }
 
 /**
+ * The stream's messages, with connect-es's INTERNAL for a frame or message it cannot parse
+ * turned into INVALID_ARGUMENT: a client's bad bytes are not the service's fault.
+ */
+async function* clientMistakesAreInvalid<T>(messages: AsyncIterable<T>): AsyncIterable<T> {
+  try {
+    yield* messages;
+  } catch (error) {
+    const connectError = ConnectError.from(error);
+    if (connectError.code !== Code.Internal) throw connectError;
+    throw new ConnectError(
+      connectError.rawMessage,
+      Code.InvalidArgument,
+      undefined,
+      undefined,
+      error,
+    );
+  }
+}
+
+/**
  * IngestService: `Publish` answers when every event of the batch is durable; `PublishStream`
  * (for long-lived edge connections) pipelines its messages and answers once all are durable.
  */
@@ -56,7 +76,7 @@ export function ingestRoutes({ pipeline, isIngestToken }: IngestDeps) {
         const eventIds: string[] = [];
         const window: Promise<string[]>[] = [];
         const settle = async () => eventIds.push(...(await window.shift()!));
-        for await (const request of requests) {
+        for await (const request of clientMistakesAreInvalid(requests)) {
           const published = publishOne(pipeline, request);
           published.catch(() => {}); // awaited in order by settle(); this only marks it handled
           window.push(published);

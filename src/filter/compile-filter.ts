@@ -1,6 +1,7 @@
 import type { ASTNode } from '@marcbachmann/cel-js';
 import type { RE2JS } from 're2js';
 import { type EventJson, isTrafficType, type TrafficEventType } from '../catalogue/index.ts';
+import { compileToJs } from './compile-js.ts';
 import { filterError, fromCelError } from './filter-diagnostics.ts';
 import { FILTER_LIMITS, filterEnvironment } from './filter-environment.ts';
 import { FilterError } from './filter-error.ts';
@@ -112,18 +113,18 @@ export function compileFilter(type: string, expression: string): CompiledFilter 
   const recheck = program.check();
   if (!recheck.valid) throw recheck.error; // cannot happen: same declarations, same types
 
+  // 4. Filters in the subset compile-js.ts translates run as generated JS (same answers, no
+  //    per-event context or tree walk); the others keep the evaluator.
   const toContext = fe.toContext;
-  return Object.freeze({
-    type,
-    expression,
-    matches(event: EventJson): boolean {
-      try {
-        return program(toContext(event)) === true;
-      } catch {
-        return false;
-      }
-    },
-  });
+  const evaluate = (event: EventJson): boolean => {
+    try {
+      return program(toContext(event)) === true;
+    } catch {
+      return false;
+    }
+  };
+  const matches = compileToJs(checked.ast, { type, regexes }) ?? evaluate;
+  return Object.freeze({ type, expression, matches });
 }
 
 /** The calls that iterate or bind: each runs its body once per element (or per use). */

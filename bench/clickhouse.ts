@@ -126,7 +126,7 @@ async function main(): Promise<void> {
     const paired = sinkRates.map((v, i) => v / rawRates[i]);
     process.stdout.write(
       `\nmedian of per-round sink/raw ratios: ${median(paired).toFixed(3)}\n` +
-        `sink encodeRows alone (JSON.parse + column mapping), median: ${median(encodeMs).toFixed(1)} ms per batch; ` +
+        `sink encodeRows alone (envelope text → rows), median: ${median(encodeMs).toFixed(1)} ms per batch; ` +
         `a whole batch: sink ${((BATCH / value) * 1000).toFixed(1)} ms, raw ${((BATCH / baseline) * 1000).toFixed(1)} ms\n`,
     );
     process.stdout.write(

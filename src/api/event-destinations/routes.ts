@@ -14,10 +14,9 @@ import {
   updateEventDestination,
 } from '../../store/event-destinations.ts';
 import { selectPage } from '../../store/pages.ts';
-import { bumpPipelineVersion } from '../../store/pipeline-config.ts';
-import { withAudit } from '../audit.ts';
 import type { ApiDeps } from '../deps.ts';
 import { pageLinks, parsePageQuery } from '../pagination.ts';
+import { routingChange } from '../routing-change.ts';
 import {
   DESCRIPTION_BYTES,
   type JsonObject,
@@ -73,30 +72,15 @@ export async function eventDestinationRoutes(app: FastifyInstance, deps: ApiDeps
   const show = (resource: EventDestination) =>
     withHealth(resource, deps.destinationHealth?.(resource.id));
 
-  /** Runs a routing change with its audit event and version bump, then notifies the pipeline. */
-  async function change(
+  /** A destination change (routingChange), answered as the presented destination. */
+  const change = (
     request: FastifyRequest,
     eventType: string,
     work: (tx: Queryable) => Promise<EventDestinationRow>,
-  ): Promise<EventDestination> {
-    const audit = {
-      eventType,
-      accountId: request.caller.accountId,
-      principal: request.caller,
-      publicUrl: base,
-    };
-    const object = await withAudit(db, audit, async (tx) => {
-      const row = await work(tx);
-      await bumpPipelineVersion(tx);
-      return presentEventDestination(row, base);
-    });
-    try {
-      deps.onPipelineChange?.();
-    } catch (error) {
-      request.log.error({ err: error }, 'pipeline change notification failed');
-    }
-    return object;
-  }
+  ): Promise<EventDestination> =>
+    routingChange(deps, request, eventType, async (tx) =>
+      presentEventDestination(await work(tx), base),
+    );
 
   app.post('/event_destinations', async (request, reply) => {
     const body = objectWith(request.body, FIELDS);

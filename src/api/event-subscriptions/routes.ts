@@ -20,10 +20,9 @@ import {
   updateEventSubscription,
 } from '../../store/event-subscriptions.ts';
 import { selectPage } from '../../store/pages.ts';
-import { bumpPipelineVersion } from '../../store/pipeline-config.ts';
-import { withAudit } from '../audit.ts';
 import type { ApiDeps } from '../deps.ts';
 import { pageLinks, parsePageQuery } from '../pagination.ts';
+import { routingChange } from '../routing-change.ts';
 import { type JsonObject, objectWith, rejectUnstorableStrings, stringField } from '../validate.ts';
 import { type EventSubscription, presentEventSource, presentEventSubscription } from './present.ts';
 import {
@@ -134,33 +133,11 @@ export async function eventSubscriptionRoutes(app: FastifyInstance, deps: ApiDep
     return (await presentAll(tx, [row]))[0];
   }
 
-  /**
-   * Runs a routing change with its audit event and version bump, then notifies the pipeline.
-   * `work` returns the subscription as the audit event shows it.
-   */
-  async function change(
+  const change = (
     request: FastifyRequest,
     eventType: string,
     work: (tx: Queryable) => Promise<EventSubscription>,
-  ): Promise<EventSubscription> {
-    const audit = {
-      eventType,
-      accountId: request.caller.accountId,
-      principal: request.caller,
-      publicUrl: base,
-    };
-    const object = await withAudit(db, audit, async (tx) => {
-      const subscription = await work(tx);
-      await bumpPipelineVersion(tx);
-      return subscription;
-    });
-    try {
-      deps.onPipelineChange?.();
-    } catch (error) {
-      request.log.error({ err: error }, 'pipeline change notification failed');
-    }
-    return object;
-  }
+  ): Promise<EventSubscription> => routingChange(deps, request, eventType, work);
 
   /** A source change: locks the subscription, runs `work`, and records a subscription update. */
   function changeSource(

@@ -3,6 +3,7 @@ import type { Timestamp } from '@bufbuild/protobuf/wkt';
 import { type TrafficEventType, trafficSchema } from './event-types.ts';
 import { fieldKindOf } from './fields.ts';
 import { timestampToJson } from './timestamp-json.ts';
+import { setOwn } from './wire-reader.ts';
 
 // The JSON shape analysts get. Shape choice: every field is always present, so every event of a
 // kind has the same keys whatever the edge set — an unset group is emitted with its defaults,
@@ -88,7 +89,8 @@ function optionalTimestamp(v: Timestamp | undefined): string | null {
 
 function stringListMapToJson(map: Record<string, { values: string[] }>): Record<string, string[]> {
   const out: Record<string, string[]> = {};
-  for (const name in map) out[name] = map[name].values;
+  // setOwn: a header named `__proto__` is a header, not the object's prototype.
+  for (const name in map) setOwn(out, name, map[name].values);
   return out;
 }
 

@@ -318,7 +318,7 @@ function skipValue(
 }
 
 /** Sets an own property, also for the key `__proto__` (like protobuf-es's setOwn). */
-function setOwn(target: Record<string, unknown>, key: string, value: unknown): void {
+export function setOwn(target: Record<string, unknown>, key: string, value: unknown): void {
   if (key === '__proto__') {
     Object.defineProperty(target, key, {
       value,
@@ -348,8 +348,8 @@ const STRING_LIST_INFO = messageInfo(
 );
 
 /**
- * One entry of a map<string, StringList> into `out` as `out[key] = values`, the assignment
- * to-json makes (a later entry with the same key replaces the earlier one in place).
+ * One entry of a map<string, StringList> into `out` as its own property `key`, as to-json does
+ * (a later entry with the same key replaces the earlier one in place).
  */
 export function stringListEntry(
   buf: Uint8Array,
@@ -383,7 +383,7 @@ export function stringListEntry(
       pos = skip(buf, pos, end, t, depth, ENTRY_INFO);
     }
   }
-  out[key] = values === undefined ? [] : values;
+  setOwn(out, key, values === undefined ? [] : values);
 }
 
 // The values of a StringList appended to `values` (undefined until the first one: an array

@@ -677,7 +677,17 @@ describe('decodePublishRequest on edge cases of the wire format', () => {
       ),
     );
     const headers = decodedObject(bytes).http.request.headers;
-    expect(Object.keys(headers)).toEqual(['2', '10', 'b', 'a', '', 'novalue', 'constructor']);
+    expect(Object.keys(headers)).toEqual([
+      '2',
+      '10',
+      'b',
+      'a',
+      '',
+      'novalue',
+      '__proto__',
+      'constructor',
+    ]);
+    expect(Object.getOwnPropertyDescriptor(headers, '__proto__')?.value).toEqual(['8']);
     expect(headers.b).toEqual(['6']);
     expect(headers.novalue).toEqual([]);
   });
@@ -1042,5 +1052,32 @@ describe('decodePublishRequest on malformed input', () => {
     );
     expect(tally['accepted/accepted']).toBeGreaterThan(0);
     expect(tally['rejected/rejected']).toBeGreaterThan(0);
+  });
+});
+
+describe('a header named __proto__', () => {
+  it('is an ordinary header in the event JSON, on both decoding paths', () => {
+    const events = generateEvents(1, { accounts: ['ac_proto'], tcpShare: 0, seed: 8 });
+    const http = events[0].payload.value as {
+      http: { request: { headers: Record<string, { values: string[] }> } };
+    };
+    const headers: Record<string, { values: string[] }> = {};
+    Object.defineProperty(headers, '__proto__', {
+      value: { $typeName: 'agent_ingress.events.v0.StringList', values: ['x'] },
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
+    http.http.request.headers = headers;
+    const bytes = toBinary(PublishRequestSchema, create(PublishRequestSchema, { events }));
+    const decoded = decodePublishRequest(bytes)[0].object as any;
+    expect(Object.getPrototypeOf(decoded.http.request.headers)).toBe(Object.prototype);
+    expect(JSON.parse(JSON.stringify(decoded.http.request.headers))).toEqual(
+      JSON.parse('{"__proto__": ["x"]}'),
+    );
+    const reference = trafficToJson('http_request_complete.v0')(
+      fromBinary(PublishRequestSchema, bytes).events[0].payload.value as object,
+    ) as any;
+    expect(JSON.stringify(reference.http.request.headers)).toBe('{"__proto__":["x"]}');
   });
 });

@@ -1,4 +1,5 @@
 import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   AUDIT_EVENT_TYPES,
@@ -329,5 +330,17 @@ describe('to-json', () => {
     expect(timestampToJson({ seconds: 951_782_400n, nanos: 0 })).toBe('2000-02-29T00:00:00Z');
     expect(timestampToJson({ seconds: 253_402_300_800n, nanos: 0 })).toBeNull();
     expect(timestampToJson({ seconds: 0n, nanos: -1 })).toBeNull();
+  });
+
+  it('agrees with Date#toISOString on every second of RFC 3339 years, in any order', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: -62135596800, max: 253402300799 }), (seconds) => {
+        const iso = new Date(seconds * 1000).toISOString().replace('.000Z', 'Z');
+        const formatted = timestampToJson({ seconds: BigInt(seconds), nanos: 0 });
+        // Years 0001-9999 print as four digits in both (toISOString only widens beyond 9999).
+        expect(formatted).toBe(iso);
+      }),
+      { numRuns: 2000 },
+    );
   });
 });

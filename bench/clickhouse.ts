@@ -7,8 +7,8 @@ import { createClickHouseSink } from '../src/sinks/clickhouse/sink.ts';
 import { tableForEventType } from '../src/sinks/clickhouse/tables.ts';
 import { startClickHouse } from '../test/helpers/clickhouse.ts';
 import { recordBatches } from './lib/records.ts';
-import { printTable, report } from './lib/report.ts';
-import { median, percentile, ratioOf } from './lib/stats.ts';
+import { printRateComparison, report } from './lib/report.ts';
+import { median, ratioOf } from './lib/stats.ts';
 
 // Rows/s of the project's ClickHouse sink (createClickHouseSink + tableForEventType; batches of
 // worker-made envelope records: JSON parse, column mapping, one JSONEachRow insert per table)
@@ -99,34 +99,18 @@ async function main(): Promise<void> {
     if (counts[0] !== counts[1])
       throw new Error(`row counts differ: sink ${counts[0]}, raw ${counts[1]}`);
 
-    const value = median(sinkRates);
-    const baseline = median(rawRates);
     const avgBytes = batches.reduce((n, b) => n + b.bytes, 0) / batches.length;
     process.stdout.write(
       `ClickHouse ${server.version}; ${ROUNDS} batches of ${BATCH} records each way (${(avgBytes / 2 ** 20).toFixed(2)} MiB of envelopes per batch), alternating\n\n`,
     );
     const k = (n: number) => Math.round(n);
-    printTable(
-      ['rows/s per batch', 'median', 'p10', 'p90'],
-      [
-        [
-          'project sink (createClickHouseSink)',
-          k(value),
-          k(percentile(sinkRates, 10)),
-          k(percentile(sinkRates, 90)),
-        ],
-        [
-          'raw @clickhouse/client insert',
-          k(baseline),
-          k(percentile(rawRates, 10)),
-          k(percentile(rawRates, 90)),
-        ],
-      ],
+    const { value, baseline } = printRateComparison(
+      'rows/s',
+      { label: 'project sink (createClickHouseSink)', rates: sinkRates },
+      { label: 'raw @clickhouse/client insert', rates: rawRates },
     );
-    const paired = sinkRates.map((v, i) => v / rawRates[i]);
     process.stdout.write(
-      `\nmedian of per-round sink/raw ratios: ${median(paired).toFixed(3)}\n` +
-        `sink encodeRows alone (envelope text → rows), median: ${median(encodeMs).toFixed(1)} ms per batch; ` +
+      `sink encodeRows alone (envelope text → rows), median: ${median(encodeMs).toFixed(1)} ms per batch; ` +
         `a whole batch: sink ${((BATCH / value) * 1000).toFixed(1)} ms, raw ${((BATCH / baseline) * 1000).toFixed(1)} ms\n`,
     );
     process.stdout.write(

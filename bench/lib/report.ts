@@ -1,3 +1,5 @@
+import { median, percentile } from './stats.ts';
+
 /** One benchmark figure against its baseline measured in the same run. */
 export interface BenchResult {
   bench: string;
@@ -28,4 +30,28 @@ export function printTable(header: string[], rows: (string | number)[][]): void 
     row.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
   process.stdout.write(`${line(text[0])}\n${widths.map((w) => '-'.repeat(w)).join('  ')}\n`);
   for (const row of text.slice(1)) process.stdout.write(`${line(row)}\n`);
+}
+
+/**
+ * The table both sink benches print: per-batch rates of the project and of the raw client
+ * (median, p10, p90), and the median of their per-round ratios.
+ */
+export function printRateComparison(
+  unit: string,
+  project: { label: string; rates: number[] },
+  raw: { label: string; rates: number[] },
+): { value: number; baseline: number; pairedRatio: number } {
+  const row = (label: string, rates: number[]) => [
+    label,
+    Math.round(median(rates)),
+    Math.round(percentile(rates, 10)),
+    Math.round(percentile(rates, 90)),
+  ];
+  printTable(
+    [`${unit} per batch`, 'median', 'p10', 'p90'],
+    [row(project.label, project.rates), row(raw.label, raw.rates)],
+  );
+  const pairedRatio = median(project.rates.map((v, i) => v / raw.rates[i]));
+  process.stdout.write(`\nmedian of per-round sink/raw ratios: ${pairedRatio.toFixed(3)}\n`);
+  return { value: median(project.rates), baseline: median(raw.rates), pairedRatio };
 }

@@ -8,6 +8,7 @@ import { tableForEventType } from '../src/sinks/clickhouse/tables.ts';
 import { startClickHouse } from '../test/helpers/clickhouse.ts';
 import { recordBatches } from './lib/records.ts';
 import { printRateComparison, report } from './lib/report.ts';
+import { alternateRounds } from './lib/rounds.ts';
 import { median, ratioOf } from './lib/stats.ts';
 
 // Rows/s of the project's ClickHouse sink (createClickHouseSink + tableForEventType; batches of
@@ -67,27 +68,19 @@ async function main(): Promise<void> {
     await insertRaw(1);
 
     const encodeMs: number[] = [];
-    const sinkRates: number[] = [];
-    const rawRates: number[] = [];
-    const time = async (work: () => Promise<void>) => {
-      const t0 = performance.now();
-      await work();
-      return BATCH / ((performance.now() - t0) / 1000);
-    };
-    for (let r = 0; r < ROUNDS; r++) {
-      const i = WARMUP + r;
-      if (r % 2 === 0) {
-        sinkRates.push(await time(() => sink.write(batches[i])));
-        rawRates.push(await time(() => insertRaw(i)));
-      } else {
-        rawRates.push(await time(() => insertRaw(i)));
-        sinkRates.push(await time(() => sink.write(batches[i])));
-      }
-      // The sink's own CPU work on this batch (JSON.parse of each record, column mapping), alone.
-      const t0 = performance.now();
-      encodeRows(batches[i], tableForEventType, profile);
-      encodeMs.push(performance.now() - t0);
-    }
+    const { projectRates: sinkRates, baselineRates: rawRates } = await alternateRounds({
+      rounds: ROUNDS,
+      start: WARMUP,
+      batchSize: BATCH,
+      project: (i) => sink.write(batches[i]),
+      baseline: insertRaw,
+      // The sink's own CPU work on this batch (envelope text → rows), alone.
+      afterRound: (i) => {
+        const t0 = performance.now();
+        encodeRows(batches[i], tableForEventType, profile);
+        encodeMs.push(performance.now() - t0);
+      },
+    });
 
     const counts: string[] = [];
     for (const db of ['bench_sink', 'bench_raw']) {

@@ -6,6 +6,7 @@ import { createKafkaSink } from '../src/sinks/kafka/sink.ts';
 import { startKafka } from '../test/helpers/kafka.ts';
 import { recordBatches } from './lib/records.ts';
 import { printRateComparison, report } from './lib/report.ts';
+import { alternateRounds } from './lib/rounds.ts';
 import { ratioOf } from './lib/stats.ts';
 
 // Messages/s of the project's Kafka sink (createKafkaSink: worker-made envelope records → keyed
@@ -68,23 +69,13 @@ async function main(): Promise<void> {
       await sendRaw(i);
     }
 
-    const sinkRates: number[] = [];
-    const rawRates: number[] = [];
-    const time = async (work: () => Promise<unknown>) => {
-      const t0 = performance.now();
-      await work();
-      return BATCH / ((performance.now() - t0) / 1000);
-    };
-    for (let r = 0; r < ROUNDS; r++) {
-      const i = WARMUP + r;
-      if (r % 2 === 0) {
-        sinkRates.push(await time(() => sink.write(batches[i])));
-        rawRates.push(await time(() => sendRaw(i)));
-      } else {
-        rawRates.push(await time(() => sendRaw(i)));
-        sinkRates.push(await time(() => sink.write(batches[i])));
-      }
-    }
+    const { projectRates: sinkRates, baselineRates: rawRates } = await alternateRounds({
+      rounds: ROUNDS,
+      start: WARMUP,
+      batchSize: BATCH,
+      project: (i) => sink.write(batches[i]),
+      baseline: sendRaw,
+    });
 
     // Both topics must hold every message, none evicted by the mock's 5 MiB per partition.
     await admin.connect();

@@ -12,6 +12,19 @@ import { STORES, type TestStore } from '../helpers/stores.ts';
 let counter = 0;
 const uniqueDomain = () => `d${Date.now().toString(36)}${counter++}.example.com`;
 
+/** A unique valid domain of exactly `bytes` bytes: full 63-byte labels, then the rest. */
+function domainOfLength(bytes: number): string {
+  const tail = uniqueDomain();
+  const labels: string[] = [];
+  let left = bytes - tail.length;
+  while (left > 0) {
+    const label = Math.min(63, left - 1);
+    labels.push('a'.repeat(label));
+    left -= label + 1;
+  }
+  return [...labels, tail].join('.');
+}
+
 describe.each(STORES)('Agent Ingress API on $kind', ({ open }) => {
   let store: TestStore;
   let service: Service;
@@ -143,6 +156,25 @@ describe.each(STORES)('Agent Ingress API on $kind', ({ open }) => {
       'ERR_FIELD_TOO_LONG',
       'description',
     );
+  });
+
+  it('rejects a domain whose longest region domain would exceed 253 bytes', async () => {
+    // The longest default region is us-cal-1: its region domain adds 9 bytes.
+    const longest = domainOfLength(244);
+    expect(longest.length).toBe(244);
+    const created = await api('POST', '/agent_ingresses', { domain: longest });
+    expect(created.status).toBe(201);
+    expect(Math.max(...created.body.region_domains.map((d: string) => d.length))).toBe(253);
+    for (const bytes of [245, 249, 253]) {
+      const rejected = await api('POST', '/agent_ingresses', { domain: domainOfLength(bytes) });
+      expectError(
+        rejected,
+        400,
+        'ERR_INVALID_DOMAIN',
+        `region domain us-cal-1.<domain> would be ${bytes + 9} bytes; DNS names are at most 253`,
+      );
+      expect(rejected.body.details.field).toBe('domain');
+    }
   });
 
   it('rejects bad domains, bad policies, unknown fields and a domain in PATCH', async () => {

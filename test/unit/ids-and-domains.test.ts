@@ -19,10 +19,12 @@ describe('ids', () => {
 });
 
 describe('domains', () => {
+  const regions = ['eu', 'us-cal-1'];
+
   it('lower-cases valid names', () => {
-    expect(normalizeDomain('Agents.Example.COM')).toBe('agents.example.com');
-    expect(normalizeDomain('xn--bcher-kva.example')).toBe('xn--bcher-kva.example');
-    expect(normalizeDomain(`${'a'.repeat(63)}.io`)).toBe(`${'a'.repeat(63)}.io`);
+    expect(normalizeDomain('Agents.Example.COM', regions)).toBe('agents.example.com');
+    expect(normalizeDomain('xn--bcher-kva.example', regions)).toBe('xn--bcher-kva.example');
+    expect(normalizeDomain(`${'a'.repeat(63)}.io`, regions)).toBe(`${'a'.repeat(63)}.io`);
   });
 
   it.each([
@@ -37,6 +39,15 @@ describe('domains', () => {
     [`${'a'.repeat(64)}.com`, '63 characters'],
     [`${'a.'.repeat(127)}com`, '253 bytes'],
   ])('rejects %j (%s)', (domain, why) => {
-    expect(() => normalizeDomain(domain)).toThrow(why);
+    expect(() => normalizeDomain(domain, regions)).toThrow(why);
+  });
+
+  it('accepts a domain whose longest region domain is exactly 253 bytes', () => {
+    const domain = `${'a.'.repeat(120)}com`;
+    expect(domain.length).toBe(243);
+    expect(normalizeDomain(`${domain}x`, regions)).toBe(`${domain}x`);
+    expect(() => normalizeDomain(`${domain}xx`, regions)).toThrow(
+      'region domain us-cal-1.<domain> would be 254 bytes; DNS names are at most 253',
+    );
   });
 });

@@ -12,15 +12,34 @@ function invalid(domain: string, why: string): AppError {
   );
 }
 
+/** The most bytes a DNS name may have in text form (RFC 1035: 255 on the wire). */
+const DNS_NAME_BYTES = 253;
+
+/** Rejects a domain whose longest region domain `<region>.<domain>` would not fit in DNS. */
+function checkRegionDomains(raw: string, domain: string, regions: readonly string[]): void {
+  const region = regions.reduce((a, b) => (b.length > a.length ? b : a), '');
+  if (region === '') return;
+  const bytes = region.length + 1 + domain.length;
+  if (bytes > DNS_NAME_BYTES) {
+    throw invalid(
+      raw,
+      `region domain ${region}.<domain> would be ${bytes} bytes; DNS names are at most ${DNS_NAME_BYTES}`,
+    );
+  }
+}
+
 /**
  * Lower-cases and checks a customer base domain (DESIGN.md §4): a DNS name of at most 253 bytes,
  * at least two labels of 1-63 letters, digits or inner hyphens, no wildcard, no trailing dot,
- * not an IP address. Internationalized names must be sent in their xn-- (punycode) form.
+ * not an IP address, and short enough that `<region>.<domain>` fits in 253 bytes for every
+ * configured region. Internationalized names must be sent in their xn-- (punycode) form.
  */
-export function normalizeDomain(raw: string): string {
+export function normalizeDomain(raw: string, regions: readonly string[]): string {
   const domain = raw.toLowerCase();
   if (domain === '') throw invalid(raw, 'it is empty');
-  if (Buffer.byteLength(domain, 'utf8') > 253) throw invalid(raw, 'it is longer than 253 bytes');
+  if (Buffer.byteLength(domain, 'utf8') > DNS_NAME_BYTES) {
+    throw invalid(raw, `it is longer than ${DNS_NAME_BYTES} bytes`);
+  }
   if (domain.endsWith('.')) throw invalid(raw, 'it must not end with a dot');
   if (domain.includes('*')) throw invalid(raw, 'wildcards are not allowed');
   if (/[^ -~]/.test(domain)) {
@@ -37,5 +56,6 @@ export function normalizeDomain(raw: string): string {
     }
   }
   if (/^\d+$/.test(labels.at(-1)!)) throw invalid(raw, 'it is an IP address, not a domain name');
+  checkRegionDomains(raw, domain, regions);
   return domain;
 }

@@ -87,7 +87,7 @@ export async function agentIngressRoutes(
       account_id: request.caller.accountId,
       description: stringField(body, 'description', { maxBytes: DESCRIPTION_BYTES }) ?? '',
       metadata: stringField(body, 'metadata', { maxBytes: METADATA_BYTES }) ?? '',
-      domain: normalizeDomain(stringField(body, 'domain', { required: true })),
+      domain: normalizeDomain(stringField(body, 'domain', { required: true }), config.regions),
       cert_policy: certPolicy(body) ?? null,
       created_at: new Date(),
     };

@@ -2,6 +2,7 @@ import { create, type DescField, type DescMessage } from '@bufbuild/protobuf';
 import type { Timestamp } from '@bufbuild/protobuf/wkt';
 import { type TrafficEventType, trafficSchema } from './event-types.ts';
 import { fieldKindOf } from './fields.ts';
+import { int64Json } from './int64-json.ts';
 import { timestampToJson } from './timestamp-json.ts';
 import { setOwn } from './wire-reader.ts';
 
@@ -9,7 +10,8 @@ import { setOwn } from './wire-reader.ts';
 // kind has the same keys whatever the edge set — an unset group is emitted with its defaults,
 // scalars carry their proto default ('' / 0 / false), headers `{}`, logs `[]`. The one exception
 // is a timestamp that was not set: it is `null`, because 1970-01-01 would be a wrong value
-// rather than an absent one. int64 values are JS numbers (byte counts stay far below 2^53).
+// rather than an absent one. int64 values are JS numbers up to 2^53, beyond that the raw JSON of
+// their exact digits (int64-json.ts), so the delivered JSON carries the value the edge sent.
 // Arrays (header values, logs) are shared with the decoded message, not copied: treat the
 // output as read-only.
 //
@@ -69,7 +71,7 @@ function valueExpression(field: DescField, read: string, helper: (fn: unknown) =
     case undefined:
       return helper(messageToJson((field as DescField & { fieldKind: 'message' }).message));
     case 'int64':
-      return `Number(${read})`;
+      return helper(int64Json);
     case 'timestamp':
       return helper(optionalTimestamp);
     case 'string_list_map':

@@ -3,6 +3,7 @@ import type { Timestamp } from '@bufbuild/protobuf/wkt';
 import { EventSchema, PublishRequestSchema } from '../gen/agent_ingress/ingest/v0/ingest_pb.ts';
 import { type TrafficEventType, trafficEventSchemas } from './event-types.ts';
 import { fieldKindOf } from './fields.ts';
+import type { Int64Json } from './int64-json.ts';
 import { timestampToJson } from './timestamp-json.ts';
 import type { EventJson } from './to-json.ts';
 import * as runtime from './wire-reader.ts';
@@ -28,7 +29,7 @@ export { WireFormatError } from './wire-reader.ts';
 // identifiers, and descriptor names in comments, reduced to [A-Za-z0-9_.].
 //
 // The result is the same as to-json's: every field present with its default (an unset group
-// with its defaults, '' / 0 / false, headers {}, logs []), int64 as JS numbers, an unset
+// with its defaults, '' / 0 / false, headers {}, logs []), int64 as int64-json.ts has it, an unset
 // timestamp null, RFC 3339 timestamps by timestampToJson (null out of range), headers
 // {Name: [values]}, traffic_policy.logs as plain JSON. Protobuf's rules for a field that occurs
 // more than once hold: the last scalar wins, repeated fields and map entries accumulate, and a
@@ -210,7 +211,7 @@ class Unit {
     const factory = new Function('R', 'I', 'fmt', source) as (
       r: typeof runtime,
       infos: MessageInfo[],
-      fmt: (ts: { seconds: number; nanos: number }) => string | null,
+      fmt: (ts: { seconds: Int64Json; nanos: number }) => string | null,
     ) => Record<string, unknown>;
     return factory(runtime, this.infos, formatTimestamp);
   }
@@ -228,7 +229,9 @@ function loop(cases: string[], info: string): string {
   );
 }
 
-function formatTimestamp(ts: { seconds: number; nanos: number }): string | null {
+function formatTimestamp(ts: { seconds: Int64Json; nanos: number }): string | null {
+  // Seconds beyond 2^53 (raw JSON, not a number) are far outside RFC 3339's years.
+  if (typeof ts.seconds !== 'number') return null;
   // timestampToJson reads Number(seconds): a number is as good as the bigint here.
   return timestampToJson(ts as unknown as Timestamp);
 }

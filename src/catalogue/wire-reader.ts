@@ -2,6 +2,7 @@ import { Buffer } from 'node:buffer';
 import type { DescField, DescMessage } from '@bufbuild/protobuf';
 import { ListValueSchema, StructSchema, ValueSchema } from '@bufbuild/protobuf/wkt';
 import { StringListSchema } from '../gen/agent_ingress/events/v0/traffic_pb.ts';
+import { type Int64Json, int64FromHalves } from './int64-json.ts';
 
 // The runtime of the generated wire decoders (wire-decode.ts): varint slow paths, strings,
 // skipping unknown fields, the map<string, StringList> entries and google.protobuf.Struct as
@@ -11,7 +12,7 @@ import { StringListSchema } from '../gen/agent_ingress/events/v0/traffic_pb.ts';
 //
 // Where protobuf-es accepts an input, the result is the same as fromBinary's (followed by the
 // catalogue's to-json): 32-bit varints keep their low 32 bits (a negative int32 is a 10-byte
-// varint), int64 keeps 64 bits and becomes the nearest double like Number(bigint), bool is any
+// varint), int64 keeps 64 bits and becomes what to-json makes of the bigint, bool is any
 // non-zero 64-bit varint, strings are decoded as UTF-8 with protobuf-es's strict validation
 // (proto3: invalid UTF-8 throws), a leading U+FEFF is text, not a byte-order mark, and the
 // recursion limit is protobuf-es's 100 nested messages. Where protobuf-es is lax this is
@@ -155,15 +156,14 @@ function varint64(buf: Uint8Array, pos: number, end: number): void {
 }
 
 /**
- * An int64 field's value as the catalogue's JSON has it: a JS number. hi·2³² + lo is one
- * correctly rounded addition of two exact doubles, so it equals to-json's Number(bigint) also
- * beyond 2⁵³.
+ * An int64 field's value as the catalogue's JSON has it (int64-json.ts): a JS number up to 2⁵³
+ * in magnitude, beyond that the raw JSON of its exact digits.
  */
-export function int64(buf: Uint8Array, pos: number, end: number): number {
+export function int64(buf: Uint8Array, pos: number, end: number): Int64Json {
   varint64(buf, pos, end);
   // Small values stay small integers (Smis): JSON.stringify writes those faster than doubles.
   if (hi === 0 && lo >= 0) return lo;
-  return hi * 4294967296 + (lo >>> 0);
+  return int64FromHalves(hi, lo);
 }
 
 /** A bool field's value: any non-zero varint (read as 64 bits, like protobuf-es). */

@@ -1,5 +1,6 @@
 import { mkdir, open, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
+import { parseExact } from '../catalogue/int64-json.ts';
 import { fsyncDir } from '../fsync-dir.ts';
 import type { Batch, EventRecord } from './types.ts';
 
@@ -61,7 +62,7 @@ function fileName(seq: number, events: number): string {
 export function encodeSpoolBatch(batch: Batch): Buffer {
   let out = '';
   for (const r of batch.records) {
-    const json = r.json.includes('\n') ? JSON.stringify(JSON.parse(r.json)) : r.json;
+    const json = r.json.includes('\n') ? JSON.stringify(parseExact(r.json)) : r.json;
     out += `${JSON.stringify([r.eventId, r.eventType, r.accountId, r.partitionKey])}\t${json}\n`;
   }
   return Buffer.from(out);

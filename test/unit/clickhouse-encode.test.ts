@@ -47,8 +47,35 @@ function refTimestamp(value: unknown, profile: ServerProfile): string | undefine
     : `${date} ${time}`;
 }
 
+/** JSON.rawJSON and JSON.isRawJSON (ES2025; not in the TypeScript lib in use). */
+const rawJSON = JSON as unknown as {
+  rawJSON(text: string): { rawJSON: string };
+  isRawJSON(v: unknown): v is { rawJSON: string };
+};
+
+/**
+ * JSON.parse keeping an integer a double would change as the raw JSON of its digits (JSON nested
+ * deeper than the reviver's recursion can go is parsed plainly).
+ */
+function refParse(json: string): unknown {
+  try {
+    return JSON.parse(json, (_key, value, context?: { source?: string }) =>
+      typeof value === 'number' &&
+      /^-?(0|[1-9]\d*)$/.test(context?.source ?? '') &&
+      String(value) !== context?.source &&
+      !Number.isSafeInteger(value)
+        ? rawJSON.rawJSON(context!.source!)
+        : value,
+    );
+  } catch (error) {
+    if (error instanceof RangeError) return JSON.parse(json);
+    throw error;
+  }
+}
+
 function refInt64(value: unknown): number | string | undefined {
   if (typeof value === 'number') return Math.trunc(value);
+  if (rawJSON.isRawJSON(value)) return value.rawJSON;
   if (typeof value === 'string' && /^-?\d+$/.test(value)) {
     const n = Number(value);
     return Number.isSafeInteger(n) ? n : value;
@@ -64,6 +91,8 @@ function refColumnValue(column: ColumnSpec, value: unknown, profile: ServerProfi
     case 'int64':
       return refInt64(value);
     case 'int32':
+      // An int32 column holds no integer beyond 2^53: such a value is read as a double.
+      if (rawJSON.isRawJSON(value)) return Number(value.rawJSON);
       return typeof value === 'number' ? value : refInt64(value);
     case 'bool':
       return value === true || value === 'true' ? 1 : 0;
@@ -74,7 +103,9 @@ function refColumnValue(column: ColumnSpec, value: unknown, profile: ServerProfi
     case 'json':
       return JSON.stringify(value);
     case 'string_list':
-      return Array.isArray(value) ? value.map(String) : undefined;
+      return Array.isArray(value)
+        ? value.map((v) => (rawJSON.isRawJSON(v) ? v.rawJSON : String(v)))
+        : undefined;
   }
 }
 
@@ -103,7 +134,7 @@ function refEncodeRows(
       group = { target, rows: [] };
       out.set(target.table, group);
     }
-    const doc = JSON.parse(record.json);
+    const doc = refParse(record.json);
     const row: Record<string, unknown> = {};
     for (const column of target.columns) {
       const value = refColumnValue(column, refPick(doc, column.path), profile);
@@ -280,6 +311,33 @@ describe('clickhouse row encoding', () => {
     expect(parse).not.toHaveBeenCalled();
   });
 
+  it('keeps int64 values beyond 2^53 exact, on the fast path and the slow path', () => {
+    const raw = rawJSON.rawJSON;
+    const big = (userAgent: string) =>
+      httpJson((d) => {
+        d.object.http.request.user_agent = userAgent;
+        d.object.http.request.body_length = raw('9007199254740993');
+        d.object.http.response.body_length = raw('9223372036854775807');
+        d.object.compression.bytes_saved = raw('-9223372036854775808');
+      });
+    // A plain envelope takes the fast path; a quote in a string (an escape) the slow one.
+    for (const record of [big('plain'), big('with "quotes"')]) {
+      expect(record.json).toContain('"body_length":9007199254740993,');
+      for (const profile of PROFILES) {
+        const text = encodeText(batchOf([record]), tableForEventType, profile).get(
+          'http_request_complete_v0',
+        )!.text;
+        expect(text).toContain('"http_request_body_length":"9007199254740993"');
+        expect(text).toContain('"http_response_body_length":"9223372036854775807"');
+        expect(text).toContain('"compression_bytes_saved":"-9223372036854775808"');
+        const [row] = encodeRows(batchOf([record]), tableForEventType, profile).get(
+          'http_request_complete_v0',
+        )!.rows;
+        expect(row.http_request_body_length).toBe('9007199254740993');
+      }
+    }
+  });
+
   it('gives the reference rows for unusual text and values', () => {
     const cases: EventRecord[] = [
       // Escapes, non-ASCII, surrogate pairs and lone surrogates, U+2028.
@@ -321,6 +379,16 @@ describe('clickhouse row encoding', () => {
         d.object.http.response.body_length = 1e21;
         d.object.compression.bytes_saved = '007';
         d.object.conn.server_port = '443';
+      }),
+      // Integers a double cannot hold (written as their digits), and 2^53, which it can.
+      httpJson((d) => {
+        d.object.http.request.body_length = rawJSON.rawJSON('9007199254740992');
+        d.object.http.response.body_length = rawJSON.rawJSON('-9007199254740993');
+        d.object.compression.bytes_saved = rawJSON.rawJSON('100000000000000000000000');
+        d.object.conn.server_port = rawJSON.rawJSON('9007199254740993');
+        d.object.conn.server_name = rawJSON.rawJSON('9007199254740993');
+        d.object.traffic_policy.logs = [{ n: rawJSON.rawJSON('9007199254740993'), m: 2 ** 60 }];
+        d.object.http.request.headers = { A: [rawJSON.rawJSON('12345678901234567')] };
       }),
       httpJson((d) => {
         d.object.http.request.body_length = '12a';
@@ -450,6 +518,9 @@ describe('clickhouse row encoding', () => {
     cases.push(record(HTTP, text.replace('"principal":null', `"principal":${deep}`)));
     const deeper = `${'{"a":['.repeat(20_000)}${']}'.repeat(20_000)}`;
     cases.push(record(HTTP, text.replace('"principal":null', `"principal":${deeper}`)));
+    cases.push(
+      record(HTTP, text.replace('"principal":null', `"principal":[9007199254740993,${deeper}]`)),
+    );
     for (const one of cases) expectSameRows([one]);
     expectSameRows(cases);
   });
@@ -464,6 +535,7 @@ describe('clickhouse row encoding', () => {
       fc.constantFrom('2026-03-04T05:06:07.1Z', '123', '-9223372036854775808', 'true', ''),
       fc.double(),
       fc.integer(),
+      fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }).map((n) => rawJSON.rawJSON(String(n))),
       fc.dictionary(fc.string(), fc.array(fc.string())),
     );
     const edit = fc.array(
@@ -486,7 +558,8 @@ describe('clickhouse row encoding', () => {
             const cut = path.slice(0, path.length - (depth % path.length));
             let parent: any = doc;
             for (const key of cut.slice(0, -1)) {
-              if (parent[key] === null || typeof parent[key] !== 'object') parent[key] = {};
+              const at = parent[key];
+              if (at === null || typeof at !== 'object' || rawJSON.isRawJSON(at)) parent[key] = {};
               parent = parent[key];
             }
             if (value === undefined) delete parent[cut[cut.length - 1]];

@@ -618,8 +618,20 @@ describe('decodePublishRequest on edge cases of the wire format', () => {
     }
   });
 
-  it('rounds int64 beyond 2^53 like Number(bigint)', () => {
-    for (const v of [2n ** 53n + 1n, 2n ** 63n - 1n, -(2n ** 63n), 2n ** 62n + 2n ** 10n + 1n]) {
+  it('keeps every int64 exact: a number up to 2^53, beyond it the exact digits in the JSON', () => {
+    const values = [
+      0n,
+      -1n,
+      2n ** 53n - 1n,
+      2n ** 53n,
+      -(2n ** 53n),
+      2n ** 53n + 1n,
+      -(2n ** 53n + 1n),
+      2n ** 63n - 1n,
+      -(2n ** 63n),
+      2n ** 62n + 2n ** 10n + 1n,
+    ];
+    for (const v of values) {
       const bytes = event((w) =>
         w
           .tag(EVENT_TCP, WireType.LengthDelimited)
@@ -631,7 +643,9 @@ describe('decodePublishRequest on edge cases of the wire format', () => {
             ),
           ),
       );
-      expect(decodedObject(bytes).conn.bytes_in).toBe(Number(v));
+      const bytesIn = decodedObject(bytes).conn.bytes_in;
+      expect(JSON.stringify({ bytesIn })).toBe(`{"bytesIn":${v}}`);
+      if (v >= -(2n ** 53n) && v <= 2n ** 53n) expect(bytesIn).toBe(Number(v));
     }
   });
 

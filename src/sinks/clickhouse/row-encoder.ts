@@ -1,3 +1,4 @@
+import { exactNumber, isRawJson, parseExact } from '../../catalogue/int64-json.ts';
 import type { ColumnSpec } from '../../catalogue/types.ts';
 import type { ServerProfile } from './schema.ts';
 
@@ -17,7 +18,8 @@ import type { ServerProfile } from './schema.ts';
 // integer-like key (JSON.parse moves those first), no repeated key.
 //
 // Anything else (escapes, whitespace, a repeated key on a column's path, malformed JSON) makes the
-// scanner give up, and the record takes the slow path: JSON.parse and the generic column mapping
+// scanner give up, and the record takes the slow path: JSON.parse (parseExact: integers beyond 2^53
+// keep their digits) and the generic column mapping
 // below (the reference semantics, which the fast path reproduces byte for byte, and JSON.parse's
 // own error for bad JSON). A value of a type the generated code does not expect for its column is
 // parsed alone and given to the same generic mapping. Column sets the scanner cannot serve (a
@@ -57,10 +59,12 @@ function timestamp(value: unknown, profile: ServerProfile): string | undefined {
 
 /**
  * Proto JSON writes int64 as a string; a safe integer becomes a number, a larger one stays a
- * string (ClickHouse parses quoted integers exactly, a JS number would lose digits).
+ * string (ClickHouse parses quoted integers exactly, a JS number would lose digits). The
+ * envelope's own large integers arrive as raw JSON (parseExact) and become that string too.
  */
 function int64(value: unknown): number | string | undefined {
   if (typeof value === 'number') return Math.trunc(value);
+  if (isRawJson(value)) return value.rawJSON;
   if (typeof value === 'string' && /^-?\d+$/.test(value)) {
     const n = Number(value);
     return Number.isSafeInteger(n) ? n : value;
@@ -77,6 +81,8 @@ export function columnValue(column: ColumnSpec, value: unknown, profile: ServerP
     case 'int64':
       return int64(value);
     case 'int32':
+      // An int32 column holds no integer beyond 2^53: such a value is read as a double.
+      if (isRawJson(value)) return Number(value.rawJSON);
       return typeof value === 'number' ? value : int64(value);
     case 'bool':
       return value === true || value === 'true' ? 1 : 0;
@@ -87,8 +93,18 @@ export function columnValue(column: ColumnSpec, value: unknown, profile: ServerP
     case 'json':
       return JSON.stringify(value);
     case 'string_list':
-      return Array.isArray(value) ? value.map(String) : undefined;
+      return Array.isArray(value)
+        ? value.map((v) => (isRawJson(v) ? v.rawJSON : String(v)))
+        : undefined;
   }
+}
+
+/** An int64 column's JSON number text as the generic mapping has it, without a JSON.parse. */
+function int64Number(raw: string): number | string {
+  const n = Number(raw);
+  if (Number.isSafeInteger(n)) return n;
+  const exact = exactNumber(raw, n);
+  return typeof exact === 'number' ? Math.trunc(exact) : exact.rawJSON;
 }
 
 /** The value at `path` in a parsed document (undefined past a non-object). */
@@ -418,8 +434,8 @@ function columnCode(column: ColumnSpec, i: number, modern: boolean, text: boolea
       break;
     case 'int64':
       fast = text
-        ? `if (${isNumber}) { ${put(`finite(Math.trunc(Number(${raw})))`)} } else if (c === 34) { x = int64(${content}); if (x !== undefined) { ${put(`typeof x === 'number' ? finite(x) : '"' + x + '"'`)} } }`
-        : `if (${isNumber}) { ${put(`Math.trunc(Number(${raw}))`)} } else if (c === 34) { x = int64(${content}); if (x !== undefined) { ${put('x')} } }`;
+        ? `if (${isNumber}) { x = int64Number(${raw}); ${put(`typeof x === 'number' ? finite(x) : '"' + x + '"'`)} } else if (c === 34) { x = int64(${content}); if (x !== undefined) { ${put(`typeof x === 'number' ? finite(x) : '"' + x + '"'`)} } }`
+        : `if (${isNumber}) { ${put(`int64Number(${raw})`)} } else if (c === 34) { x = int64(${content}); if (x !== undefined) { ${put('x')} } }`;
       break;
     case 'int32':
       fast = `if (${isNumber}) { ${put(text ? `finite(Number(${raw}))` : `Number(${raw})`)} }`;
@@ -431,7 +447,7 @@ function columnCode(column: ColumnSpec, i: number, modern: boolean, text: boolea
       fast = `if (c === 34) { x = ts(${content}); if (x !== undefined) { ${put(text ? `'"' + x + '"'` : 'x')} } }`;
       break;
     case 'string_list_map':
-      fast = `if (c === 123) { ${put(modern ? (text ? raw : `JSON.parse(${raw})`) : text ? `JSON.stringify(${raw})` : raw)} }`;
+      fast = `if (c === 123) { ${put(modern ? (text ? raw : `parseExact(${raw})`) : text ? `JSON.stringify(${raw})` : raw)} }`;
       break;
     case 'json':
       fast = `if (c === 123 || c === 91) { ${put(text ? `JSON.stringify(${raw})` : raw)} }`;
@@ -453,6 +469,8 @@ type Helpers = {
   skipLeaf: typeof skipLeaf;
   finite: typeof finite;
   int64: typeof int64;
+  int64Number: typeof int64Number;
+  parseExact: typeof parseExact;
   ts: (v: string) => string | undefined;
   g: (i: number, raw: string) => unknown;
   gt: (i: number, raw: string) => string | undefined;
@@ -477,7 +495,7 @@ function compileScanner(
   const objectCode = columns.map((c, i) => columnCode(c, i, profile.modern, false));
   const textCode = columns.map((c, i) => columnCode(c, i, profile.modern, true));
   const source = `
-  const { skipValue, skipLeaf, finite, int64, ts } = h;
+  const { skipValue, skipLeaf, finite, int64, int64Number, parseExact, ts } = h;
   const at = new Int32Array(${2 * columns.length});
 ${objects.join('\n')}
   function scan(s) {
@@ -503,10 +521,12 @@ ${textCode.join('\n')}
     skipLeaf,
     finite,
     int64,
+    int64Number,
+    parseExact,
     ts: (v) => timestamp(v, profile),
-    g: (i, raw) => columnValue(columns[i], JSON.parse(raw), profile),
+    g: (i, raw) => columnValue(columns[i], parseExact(raw), profile),
     gt: (i, raw) => {
-      const value = columnValue(columns[i], JSON.parse(raw), profile);
+      const value = columnValue(columns[i], parseExact(raw), profile);
       return value === undefined ? undefined : JSON.stringify(value);
     },
   };
@@ -567,7 +587,7 @@ function matchLayout(layout: Layout, s: string, at: Int32Array): boolean {
 }
 
 function compileEncoder(columns: readonly ColumnSpec[], profile: ServerProfile): RowEncoder {
-  const slowObject = (json: string) => rowOf(JSON.parse(json), columns, profile);
+  const slowObject = (json: string) => rowOf(parseExact(json), columns, profile);
   const slowText = (json: string) => `${JSON.stringify(slowObject(json))}\n`;
   const scanner = compileScanner(columns, profile);
   if (scanner === undefined) return { object: slowObject, text: slowText };

@@ -38,6 +38,16 @@ describe('spool', () => {
     expect(decodeSpoolBatch(encodeSpoolBatch(b).toString('utf8'))).toEqual(b);
   });
 
+  it('keeps the exact digits of large integers in JSON it has to re-serialize', () => {
+    const json =
+      '{"event_id":"ev_1",\n"object":{"bytes_in":9007199254740993,"n":-9223372036854775808}}';
+    const b = { records: [{ ...batch(1, 1).records[0], json }], bytes: json.length };
+    const [record] = decodeSpoolBatch(encodeSpoolBatch(b).toString('utf8')).records;
+    expect(record.json).toBe(
+      '{"event_id":"ev_1","object":{"bytes_in":9007199254740993,"n":-9223372036854775808}}',
+    );
+  });
+
   it('returns batches oldest first and forgets removed ones', async () => {
     const spool = await openSpool({ dir, maxBytes: 1 << 20 });
     const s1 = await spool.append(batch(1, 2));

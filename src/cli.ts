@@ -3,25 +3,40 @@ import { mintApiKey } from './api/api-keys/mint.ts';
 import { ConfigError, loadConfig } from './config.ts';
 import { accountExists, createAccount } from './store/accounts.ts';
 import { openStore } from './store/index.ts';
+import { StoreInUseError } from './store/store-lock.ts';
 
 const USAGE = `usage:
   npm run cli -- create-key --account <ac_id> [--description <text>]   mint another API key for an account
   npm run cli -- create-account [--description <text>]                create an account and its first API key
+  npm run cli -- help                                                 this text (also --help, -h)
 
 Uses the same configuration as the service (DATA_DIR or DATABASE_URL). With the embedded store,
-stop the service first: PGlite allows one process at a time.`;
+stop the service first: only one process at a time may open it (the CLI refuses otherwise).`;
+
+// sysexits.h: a usage error, bad input data, a temporary failure (the store is busy).
+const EX_USAGE = 64;
+const EX_DATAERR = 65;
+const EX_TEMPFAIL = 75;
 
 /** Administrative commands that run against the store directly (no API key needed). */
 async function main(argv: string[]): Promise<number> {
   const { positionals, values } = parseArgs({
     args: argv,
     allowPositionals: true,
-    options: { account: { type: 'string' }, description: { type: 'string' } },
+    options: {
+      account: { type: 'string' },
+      description: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
   });
   const command = positionals[0];
+  if (values.help || command === 'help') {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
   if (command !== 'create-key' && command !== 'create-account') {
     process.stderr.write(`${USAGE}\n`);
-    return 64;
+    return EX_USAGE;
   }
   const config = loadConfig();
   const db = await openStore(config);
@@ -31,7 +46,7 @@ async function main(argv: string[]): Promise<number> {
       accountId = await createAccount(db);
     } else if (accountId === undefined || !(await accountExists(db, accountId))) {
       process.stderr.write(`create-key: --account must name an existing account\n`);
-      return 65;
+      return EX_DATAERR;
     }
     const key = await mintApiKey(
       db,
@@ -49,6 +64,7 @@ async function main(argv: string[]): Promise<number> {
 try {
   process.exitCode = await main(process.argv.slice(2));
 } catch (error) {
-  process.stderr.write(`${error instanceof ConfigError ? error.message : String(error)}\n`);
-  process.exitCode = 1;
+  const known = error instanceof ConfigError || error instanceof StoreInUseError;
+  process.stderr.write(`${known ? error.message : String(error)}\n`);
+  process.exitCode = error instanceof StoreInUseError ? EX_TEMPFAIL : 1;
 }

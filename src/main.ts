@@ -1,6 +1,7 @@
 import { ConfigError, loadConfig } from './config.ts';
 import { createLogger } from './logger.ts';
 import { startService } from './service.ts';
+import { StoreInUseError } from './store/store-lock.ts';
 
 let config: ReturnType<typeof loadConfig>;
 try {
@@ -12,7 +13,11 @@ try {
 }
 
 const logger = createLogger(config.logLevel);
-const service = await startService(config, logger);
+const service = await startService(config, logger).catch((error: unknown) => {
+  if (!(error instanceof StoreInUseError)) throw error;
+  process.stderr.write(`${error.message}\n`);
+  process.exit(75); // EX_TEMPFAIL: start again once the other process has stopped
+});
 logger.info({ url: service.url, store: service.db.kind }, 'listening');
 process.stdout.write(`Agent Ingress listening on ${service.url} (store: ${service.db.kind})\n`);
 if (service.firstKey !== undefined) {

@@ -2,6 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
+import { lockStore } from './store-lock.ts';
 
 /** The rows a query returns, whichever engine ran it. */
 export interface QueryResult<Row> {
@@ -28,23 +29,34 @@ export function isUniqueViolation(error: unknown): boolean {
   return (error as { code?: string } | null)?.code === UNIQUE_VIOLATION;
 }
 
-/** Opens PGlite under `dataDir/store` (or in memory when dataDir is null). */
+/**
+ * Opens PGlite under `dataDir/store` (or in memory when dataDir is null), holding the store's
+ * lock (`dataDir/store.lock`) until close: throws StoreInUseError while another process has it.
+ */
 export async function openPglite(dataDir: string | null): Promise<Db> {
+  const dir = dataDir === null ? undefined : join(dataDir, 'store');
+  if (dir !== undefined) mkdirSync(dir, { recursive: true });
+  const lock = dir === undefined ? undefined : lockStore(`${dir}.lock`, dir);
   let db: PGlite;
-  if (dataDir === null) {
-    db = new PGlite();
-  } else {
-    const dir = join(dataDir, 'store');
-    mkdirSync(dir, { recursive: true });
+  try {
     db = new PGlite(dir);
+    await db.waitReady;
+  } catch (error) {
+    lock?.release();
+    throw error;
   }
-  await db.waitReady;
   return {
     kind: 'pglite',
     query: (sql, params) => db.query(sql, params),
     transaction: (work) =>
       db.transaction((tx) => work({ query: (sql, params) => tx.query(sql, params) })),
-    close: () => db.close(),
+    async close() {
+      try {
+        await db.close();
+      } finally {
+        lock?.release();
+      }
+    },
   };
 }
 

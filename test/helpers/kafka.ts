@@ -17,6 +17,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { Kafka, logLevel } from 'kafkajs';
+import { patchRequestQueue } from '../../src/sinks/kafka/request-queue-fix.ts';
+
+// The test clients (readTopic's consumer) get the service's kafkajs fix too: no 1 ms polling.
+patchRequestQueue();
 
 const SOURCE = fileURLToPath(new URL('./kafka-mock.c', import.meta.url));
 const CACHE_DIR = fileURLToPath(

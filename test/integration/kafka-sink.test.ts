@@ -1,4 +1,5 @@
 import { mkdtemp, rm } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -7,7 +8,7 @@ import {
   KafkaJSProtocolError,
 } from 'kafkajs';
 import pino from 'pino';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createDestination } from '../../src/pipeline/destination.ts';
 import { openSpool } from '../../src/pipeline/spool.ts';
 import type { Batch, EventRecord } from '../../src/pipeline/types.ts';
@@ -15,6 +16,10 @@ import { KafkaSinkConfigError, parseKafkaSinkConfig } from '../../src/sinks/kafk
 import { encodeMessages } from '../../src/sinks/kafka/encode.ts';
 import { createKafkaSink, kafkaSinkError } from '../../src/sinks/kafka/sink.ts';
 import { type KafkaMock, readTopic, startKafka } from '../helpers/kafka.ts';
+
+// kafkajs's per-connection request queue (no public export; its prototype is what every
+// connection uses, so a spy on it counts the real calls).
+const RequestQueue = createRequire(import.meta.url)('kafkajs/src/network/requestQueue/index.js');
 
 const logger = pino({ level: 'silent' });
 
@@ -113,12 +118,36 @@ describe('kafka sink against the mock cluster', () => {
   let kafka: KafkaMock;
   let dir: string;
   beforeAll(async () => {
-    kafka = await startKafka({ brokers: 1, topics: ['events:3', 'outage:3'] });
+    kafka = await startKafka({ brokers: 1, topics: ['events:3', 'outage:3', 'idle:1'] });
     dir = await mkdtemp(join(tmpdir(), 'kafka-spool-'));
   });
   afterAll(async () => {
     await kafka?.close();
     await rm(dir, { recursive: true, force: true });
+  });
+
+  // First in this file: Node emits TimeoutNegativeWarning once per process.
+  it('leaves an idle producer quiet: no negative timeout, no 1 ms polling loop', async () => {
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => warnings.push(`${warning.name}: ${warning.message}`);
+    process.on('warning', onWarning);
+    const checks = vi.spyOn(RequestQueue.prototype, 'checkPendingRequests');
+    try {
+      const config = parseKafkaSinkConfig({ brokers: kafka.brokers, topic: 'idle' });
+      const sink = createKafkaSink({ config, logger });
+      await sink.write(toBatch([rec(0), rec(1)]));
+      // Idle, connected: the request queues have nothing pending and nothing to check.
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      checks.mockClear();
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      expect(checks.mock.calls.length).toBeLessThan(5);
+      await sink.close();
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(warnings.filter((w) => w.startsWith('TimeoutNegativeWarning'))).toEqual([]);
+    } finally {
+      checks.mockRestore();
+      process.off('warning', onWarning);
+    }
   });
 
   it('produces messages with key and value, one host per partition', async () => {

@@ -11,6 +11,9 @@ import type { Logger } from '../../logger.ts';
 import { type Sink, SinkError } from '../types.ts';
 import type { KafkaSinkConfig } from './config.ts';
 import { encodeMessages } from './encode.ts';
+import { patchRequestQueue } from './request-queue-fix.ts';
+
+patchRequestQueue();
 
 /** What the Kafka sink needs: its validated settings and the service logger. */
 export interface KafkaSinkDeps {

@@ -6,7 +6,9 @@ import type { Config } from './config.ts';
 import type { Logger } from './logger.ts';
 import { createMetrics } from './metrics.ts';
 import { createPipeline, type Pipeline } from './pipeline/pipeline.ts';
+import { migrateFileLayout } from './sinks/file/layout.ts';
 import type { Db } from './store/db.ts';
+import { fileDestinationPaths } from './store/event-destinations.ts';
 import { openStore } from './store/index.ts';
 
 /** A running service: its HTTP server, where it listens, and how to stop it gracefully. */
@@ -29,6 +31,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   const db = await openStore(config);
   let pipeline: Pipeline | undefined;
   try {
+    await migrateFileLayout(config.dataDir, () => fileDestinationPaths(db), logger);
     const firstKey = await bootstrapFirstKey(db, config);
     const metrics = createMetrics();
     pipeline = await createPipeline({ db, config, logger, metrics });

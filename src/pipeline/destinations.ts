@@ -62,7 +62,11 @@ export function createDestinations(deps: DestinationsDeps): Destinations {
   /** A target that cannot be built parks its destination (error visible) instead of failing the pipeline. */
   function sinkOrBroken(config: DestinationConfig, logger: Logger): Sink {
     try {
-      return createSink(config.target, { dataDir: deps.dataDir, logger });
+      return createSink(config.target, {
+        dataDir: deps.dataDir,
+        accountId: config.accountId,
+        logger,
+      });
     } catch (error) {
       const message = `cannot build the destination's target: ${(error as Error).message}`;
       return {

@@ -150,3 +150,14 @@ export async function subscriptionsUsingDestination(
   );
   return result.rows.map((row) => row.subscription_id);
 }
+
+/** Every file destination's account and path (for moving files of the old layout at start). */
+export async function fileDestinationPaths(
+  db: Queryable,
+): Promise<{ accountId: string; path: string }[]> {
+  const result = await db.query<{ accountId: string; path: string }>(
+    `SELECT account_id AS "accountId", target -> 'file' ->> 'path' AS path
+     FROM event_destinations WHERE target ? 'file'`,
+  );
+  return result.rows;
+}

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AppError } from '../../errors.ts';
 import { newId } from '../../ids.ts';
-import { fileBaseDir } from '../../sinks/index.ts';
+import { accountEventsDir } from '../../sinks/file/layout.ts';
 import type { Queryable } from '../../store/db.ts';
 import { isUniqueViolation } from '../../store/db.ts';
 import {
@@ -31,7 +31,7 @@ import { addDestinationTestAction } from './test-action.ts';
 
 const FIELDS = ['description', 'metadata', 'format', 'target'];
 
-/** A unique violation on a destination can only be its file path (migration 004). */
+/** A unique violation on a destination can only be its file path within its account (migration 005). */
 function pathTaken(error: unknown): never {
   if (!isUniqueViolation(error)) throw error;
   throw new AppError(
@@ -66,7 +66,8 @@ export async function eventDestinationRoutes(app: FastifyInstance, deps: ApiDeps
   app.addHook('preValidation', rejectUnstorableStrings);
   const { db, config } = deps;
   const base = config.publicUrl;
-  const baseDir = fileBaseDir(config.dataDir);
+  const accountDir = (request: FastifyRequest) =>
+    accountEventsDir(config.dataDir, request.caller.accountId);
 
   /** The resource with the pipeline's health of the destination, when it reports one. */
   const show = (resource: EventDestination) =>
@@ -94,7 +95,7 @@ export async function eventDestinationRoutes(app: FastifyInstance, deps: ApiDeps
         { field: 'target' },
       );
     }
-    const target = completeTarget(readTarget(body.target), undefined, baseDir);
+    const target = completeTarget(readTarget(body.target), undefined, accountDir(request));
     const row: EventDestinationRow = {
       id: newId('ed'),
       account_id: request.caller.accountId,
@@ -149,7 +150,10 @@ export async function eventDestinationRoutes(app: FastifyInstance, deps: ApiDeps
         description: description ?? row.description,
         metadata: metadata ?? row.metadata,
         format: format ?? row.format,
-        target: target === undefined ? row.target : completeTarget(target, row.target, baseDir),
+        target:
+          target === undefined
+            ? row.target
+            : completeTarget(target, row.target, accountDir(request)),
       };
       await updateEventDestination(tx, next);
       return next;

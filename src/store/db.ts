@@ -2,6 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
+import { restrictTree } from '../data-dir.ts';
 
 /** The rows a query returns, whichever engine ran it. */
 export interface QueryResult<Row> {
@@ -31,20 +32,27 @@ export function isUniqueViolation(error: unknown): boolean {
 /** Opens PGlite under `dataDir/store` (or in memory when dataDir is null). */
 export async function openPglite(dataDir: string | null): Promise<Db> {
   let db: PGlite;
-  if (dataDir === null) {
+  const dir = dataDir === null ? undefined : join(dataDir, 'store');
+  if (dir === undefined) {
     db = new PGlite();
   } else {
-    const dir = join(dataDir, 'store');
-    mkdirSync(dir, { recursive: true });
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
     db = new PGlite(dir);
   }
   await db.waitReady;
+  // Store files are 0600 (PGlite ignores the umask for some): after opening, and after closing
+  // for those written meanwhile (inside DATA_DIR and store/, both 0700, until then).
+  const restrict = () => (dir === undefined ? Promise.resolve() : restrictTree(dir));
+  await restrict();
   return {
     kind: 'pglite',
     query: (sql, params) => db.query(sql, params),
     transaction: (work) =>
       db.transaction((tx) => work({ query: (sql, params) => tx.query(sql, params) })),
-    close: () => db.close(),
+    close: async () => {
+      await db.close();
+      await restrict();
+    },
   };
 }
 

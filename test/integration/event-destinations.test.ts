@@ -232,7 +232,8 @@ describe.each(STORES)('Event destination API on $kind', ({ open }) => {
     const created = await api('POST', '/event_destinations', { target: kafkaTarget() });
     const { id } = created.body;
     const stored = async () =>
-      (await loadPipelineConfig(service.db)).destinations.find((d) => d.id === id)?.target;
+      (await loadPipelineConfig(service.db, service.keyring)).destinations.find((d) => d.id === id)
+        ?.target;
 
     // Same kind, sasl without password: the stored password stays.
     const sameKind = await api('PATCH', `/event_destinations/${id}`, {
@@ -580,7 +581,7 @@ describe.each(STORES)('Event destination API on $kind', ({ open }) => {
     await api('DELETE', '/event_destinations/ed_06h01yx3eexeqasb5hgsrgp1e0');
     expect(await version()).toBe(before);
 
-    const config = await loadPipelineConfig(service.db);
+    const config = await loadPipelineConfig(service.db, service.keyring);
     expect(config.version).toBe(before);
     const account = (
       await service.db.query<{ account_id: string }>(
@@ -597,7 +598,7 @@ describe.each(STORES)('Event destination API on $kind', ({ open }) => {
 
     await api('DELETE', `/event_destinations/${created.body.id}`);
     expect(await version()).toBe(before + 1);
-    const after = await loadPipelineConfig(service.db);
+    const after = await loadPipelineConfig(service.db, service.keyring);
     expect(after.destinations.map((d) => d.id)).not.toContain(created.body.id);
   });
 
@@ -610,6 +611,7 @@ describe.each(STORES)('Event destination API on $kind', ({ open }) => {
     await app.register(restApi, {
       db: service.db,
       config,
+      keyring: service.keyring,
       routes: [],
       destinationHealth: (id: string) => health.get(id),
       onPipelineChange: () => {

@@ -8,6 +8,7 @@ import { ingestPlugin } from './ingest/ingest-plugin.ts';
 import type { Logger } from './logger.ts';
 import type { Metrics } from './metrics.ts';
 import type { Pipeline } from './pipeline/pipeline.ts';
+import type { Keyring } from './secrets.ts';
 import type { Db } from './store/db.ts';
 
 /** What the HTTP server is built from. */
@@ -17,6 +18,7 @@ export interface AppDeps {
   logger: Logger;
   pipeline: Pipeline;
   metrics: Metrics;
+  keyring: Keyring;
 }
 
 /** The Fastify instance: health, the REST API and the Connect ingest service, each registered explicitly. */
@@ -26,6 +28,7 @@ export async function buildApp({
   logger,
   pipeline,
   metrics,
+  keyring,
 }: AppDeps): Promise<{ app: FastifyInstance; routes: RouteTable }> {
   const app = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
@@ -64,6 +67,7 @@ export async function buildApp({
   await app.register(restApi, {
     db: apiDb,
     config,
+    keyring,
     routes,
     destinationHealth: pipeline.destinationHealth,
     testDestination: pipeline.testDestination,

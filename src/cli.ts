@@ -5,6 +5,9 @@ import { accountExists, createAccount } from './store/accounts.ts';
 import { openStore } from './store/index.ts';
 import { StoreInUseError } from './store/store-lock.ts';
 
+// Like the service: the store files this may create are for their own user (0600, dirs 0700).
+process.umask(0o077);
+
 const USAGE = `usage:
   npm run cli -- create-key --account <ac_id> [--description <text>]   mint another API key for an account
   npm run cli -- create-account [--description <text>]                create an account and its first API key

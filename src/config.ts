@@ -35,6 +35,10 @@ export interface Config {
   rateLimitPerSecond: number;
   /** REST requests an API key may make at once before the per-second rate applies. */
   rateLimitBurst: number;
+  /** Key that encrypts destination secrets in the store; unset: DATA_DIR/secrets.key. */
+  secretsKey: Buffer | undefined;
+  /** Earlier keys, accepted to decrypt while a rotation re-encrypts with secretsKey. */
+  previousSecretsKeys: Buffer[];
 }
 
 /** A configuration value that prevents the service from starting. */
@@ -90,6 +94,19 @@ function url(env: Env, name: string, fallback: string): string {
     throw new ConfigError(name, `must be an http(s) URL, got "${raw}"`);
   }
   return raw.replace(/\/+$/, '');
+}
+
+/** A 32-byte key written as 64 hex digits or in base64; `name` says where it came from. */
+export function parseSecretsKey(raw: string, name: string): Buffer {
+  const key = /^[0-9a-fA-F]{64}$/.test(raw)
+    ? Buffer.from(raw, 'hex')
+    : /^[A-Za-z0-9+/_-]{43}=?$/.test(raw)
+      ? Buffer.from(raw, 'base64')
+      : undefined;
+  if (key?.length !== 32) {
+    throw new ConfigError(name, 'must be 32 bytes in base64 or hex (openssl rand -base64 32)');
+  }
+  return key;
 }
 
 /** Reads and validates the configuration; throws ConfigError naming the first bad variable. */
@@ -151,5 +168,9 @@ export function loadConfig(env: Env = process.env): Config {
     shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 30_000, 0, 600_000),
     rateLimitPerSecond: integer(env, 'RATE_LIMIT_PER_SECOND', 50, 1, 1_000_000),
     rateLimitBurst: integer(env, 'RATE_LIMIT_BURST', 100, 1, 1_000_000),
+    secretsKey: env.SECRETS_KEY ? parseSecretsKey(env.SECRETS_KEY, 'SECRETS_KEY') : undefined,
+    previousSecretsKeys: list(env, 'SECRETS_KEY_PREVIOUS', '').map((raw) =>
+      parseSecretsKey(raw, 'SECRETS_KEY_PREVIOUS'),
+    ),
   };
 }

@@ -27,6 +27,7 @@ export const ERROR_CODES = {
   ERR_UNSUPPORTED_TARGET: { status: 400, connect: Code.InvalidArgument, retriable: false },
   ERR_INVALID_TARGET: { status: 400, connect: Code.InvalidArgument, retriable: false },
   ERR_DESTINATION_IN_USE: { status: 409, connect: Code.FailedPrecondition, retriable: false },
+  ERR_DESTINATION_BACKLOG: { status: 409, connect: Code.FailedPrecondition, retriable: true },
   ERR_RATE_LIMITED: { status: 429, connect: Code.ResourceExhausted, retriable: true },
   ERR_BACKPRESSURE: { status: 503, connect: Code.ResourceExhausted, retriable: true },
   ERR_UNAVAILABLE: { status: 503, connect: Code.Unavailable, retriable: true },

@@ -3,6 +3,10 @@ import { createLogger } from './logger.ts';
 import { startService } from './service.ts';
 import { StoreInUseError } from './store/store-lock.ts';
 
+// Everything the service creates (store files, spools, event files, the secrets key) is for its
+// own user: files 0600, directories 0700, whatever umask the shell had.
+process.umask(0o077);
+
 let config: ReturnType<typeof loadConfig>;
 try {
   config = loadConfig();

@@ -3,10 +3,14 @@ import type { RouteTable } from './api/index.ts';
 import { buildApp, buildGrpcApp } from './app.ts';
 import { bootstrapFirstKey } from './bootstrap.ts';
 import type { Config } from './config.ts';
+import { prepareDataDir } from './data-dir.ts';
 import type { Logger } from './logger.ts';
 import { createMetrics } from './metrics.ts';
 import { createPipeline, type Pipeline } from './pipeline/pipeline.ts';
+import { type Keyring, loadKeyring } from './secrets.ts';
+import { migrateFileLayout } from './sinks/file/layout.ts';
 import type { Db } from './store/db.ts';
+import { fileDestinationPaths, resealDestinationSecrets } from './store/event-destinations.ts';
 import { openStore } from './store/index.ts';
 
 /** A running service: its HTTP server, where it listens, and how to stop it gracefully. */
@@ -14,6 +18,8 @@ export interface Service {
   app: FastifyInstance;
   db: Db;
   pipeline: Pipeline;
+  /** Seals and opens destination secrets (SECRETS_KEY or DATA_DIR/secrets.key). */
+  keyring: Keyring;
   routes: RouteTable;
   url: string;
   /** Where gRPC (HTTP/2) edge clients connect, when GRPC_PORT is set. */
@@ -26,13 +32,18 @@ export interface Service {
 
 /** Opens the store, creates the first key on an empty store, starts the pipeline, and listens. */
 export async function startService(config: Config, logger: Logger): Promise<Service> {
+  await prepareDataDir(config.dataDir, logger);
+  const keyring = await loadKeyring(config);
   const db = await openStore(config);
   let pipeline: Pipeline | undefined;
   try {
+    const resealed = await resealDestinationSecrets(db, keyring);
+    if (resealed > 0) logger.info({ destinations: resealed }, 'destination secrets re-encrypted');
+    await migrateFileLayout(config.dataDir, () => fileDestinationPaths(db), logger);
     const firstKey = await bootstrapFirstKey(db, config);
     const metrics = createMetrics();
-    pipeline = await createPipeline({ db, config, logger, metrics });
-    const { app, routes } = await buildApp({ config, db, logger, pipeline, metrics });
+    pipeline = await createPipeline({ db, config, logger, metrics, keyring });
+    const { app, routes } = await buildApp({ config, db, logger, pipeline, metrics, keyring });
     const url = await app.listen({ host: config.host, port: config.port });
     const grpcApp =
       config.grpcPort === undefined
@@ -45,6 +56,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
       app,
       db,
       pipeline: running,
+      keyring,
       routes,
       url,
       grpcUrl,

@@ -1,3 +1,4 @@
+import { readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import type { Logger } from '../logger.ts';
@@ -50,6 +51,8 @@ interface Live {
 /**
  * One Destination per configured destination, each with its own spool under
  * `DATA_DIR/spool/<id>`. A changed target keeps the spool: its backlog goes to the new target.
+ * A deleted destination's spool is removed with it (the API refuses to delete one whose spool
+ * holds events unless told to discard them).
  */
 export function createDestinations(deps: DestinationsDeps): Destinations {
   const live = new Map<string, Live>();
@@ -58,11 +61,16 @@ export function createDestinations(deps: DestinationsDeps): Destinations {
   /** Configured destinations that could not be opened (see unopened()); retried at each sync. */
   const broken = new Map<string, Destination>();
   let syncing = Promise.resolve();
+  let firstSync = true;
 
   /** A target that cannot be built parks its destination (error visible) instead of failing the pipeline. */
   function sinkOrBroken(config: DestinationConfig, logger: Logger): Sink {
     try {
-      return createSink(config.target, { dataDir: deps.dataDir, logger });
+      return createSink(config.target, {
+        dataDir: deps.dataDir,
+        accountId: config.accountId,
+        logger,
+      });
     } catch (error) {
       const message = `cannot build the destination's target: ${(error as Error).message}`;
       return {
@@ -74,9 +82,38 @@ export function createDestinations(deps: DestinationsDeps): Destinations {
     }
   }
 
+  const spoolDir = (id: string) => join(deps.dataDir, 'spool', id);
+
+  /** Removes a deleted destination's spool, saying how many events went with it. */
+  async function removeSpool(id: string, backlog: DestinationHealth['backlog']): Promise<void> {
+    const logger = deps.logger.child({ destination_id: id });
+    if (backlog.events > 0) {
+      logger.warn({ backlog }, 'destination deleted: the events in its spool are discarded');
+    }
+    await rm(spoolDir(id), { recursive: true, force: true }).catch((error: unknown) => {
+      logger.error({ err: error }, 'cannot remove the spool of a deleted destination');
+    });
+  }
+
+  /**
+   * Spools of destinations deleted while this instance was down are named, not removed: a store
+   * that lacks them may as well be the wrong store (DATABASE_URL), and their events were acknowledged.
+   */
+  async function reportUnknownSpools(configs: readonly DestinationConfig[]): Promise<void> {
+    const known = new Set(configs.map((config) => config.id));
+    const names = await readdir(join(deps.dataDir, 'spool')).catch(() => []);
+    const unknown = names.filter((name) => !known.has(name)).map(spoolDir);
+    if (unknown.length > 0) {
+      deps.logger.warn(
+        { spools: unknown },
+        'spools of destinations that no longer exist; remove them to discard their events',
+      );
+    }
+  }
+
   async function open(config: DestinationConfig): Promise<Live> {
     const spool = await openSpool({
-      dir: join(deps.dataDir, 'spool', config.id),
+      dir: spoolDir(config.id),
       maxBytes: deps.spoolMaxBytes,
     });
     const logger = deps.logger.child({ destination_id: config.id });
@@ -134,17 +171,24 @@ export function createDestinations(deps: DestinationsDeps): Destinations {
 
   async function apply(configs: readonly DestinationConfig[]): Promise<void> {
     const wanted = new Map(configs.map((config) => [config.id, config]));
-    for (const id of broken.keys()) if (!wanted.has(id)) broken.delete(id);
     const closing: Promise<void>[] = [];
+    for (const [id, destination] of broken) {
+      if (wanted.has(id)) continue;
+      broken.delete(id);
+      closing.push(removeSpool(id, destination.health().backlog));
+    }
     const reopened: (() => void)[] = [];
     for (const [id, entry] of live) {
       const config = wanted.get(id);
       if (config === undefined || !isDeepStrictEqual(config.target, entry.target)) {
         live.delete(id);
+        const closed = entry.destination.close().catch((error: unknown) => {
+          deps.logger.error({ err: error, destination_id: id }, 'closing destination failed');
+        });
         closing.push(
-          entry.destination.close().catch((error: unknown) => {
-            deps.logger.error({ err: error, destination_id: id }, 'closing destination failed');
-          }),
+          config === undefined
+            ? closed.then(() => removeSpool(id, entry.destination.health().backlog))
+            : closed,
         );
         if (config !== undefined) {
           let release!: () => void;
@@ -176,6 +220,10 @@ export function createDestinations(deps: DestinationsDeps): Destinations {
 
   return {
     sync(configs) {
+      if (firstSync) {
+        firstSync = false;
+        reportUnknownSpools(configs).catch(() => {});
+      }
       // A failed sync must not stop the ones after it: each runs after the previous settles.
       const run = () => apply(configs);
       syncing = syncing.then(run, run);

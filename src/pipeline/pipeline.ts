@@ -2,6 +2,7 @@ import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
+import type { Keyring } from '../secrets.ts';
 import type { Db } from '../store/db.ts';
 import { currentPipelineVersion, loadPipelineConfig } from '../store/pipeline-config.ts';
 import { type AuditRelay, createAuditRelay } from './audit-relay.ts';
@@ -45,8 +46,9 @@ export async function createPipeline(deps: {
   config: Config;
   logger: Logger;
   metrics: Metrics;
+  keyring: Keyring;
 }): Promise<Pipeline> {
-  const { db, config, logger, metrics } = deps;
+  const { db, config, logger, metrics, keyring } = deps;
   const pool: RoutePool = createRoutePool({
     threads: config.workerThreads,
     maxQueue: config.maxInflightRequests,
@@ -70,7 +72,7 @@ export async function createPipeline(deps: {
   let reloadAgain: Promise<void> | undefined;
 
   async function load(): Promise<void> {
-    const loaded = await loadPipelineConfig(db);
+    const loaded = await loadPipelineConfig(db, keyring);
     const next = compileRouting(loaded);
     for (const broken of next.broken)
       logger.error(broken, 'subscription source does not compile; skipped');

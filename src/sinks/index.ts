@@ -1,9 +1,9 @@
-import { join } from 'node:path';
 import type { Logger } from '../logger.ts';
 import { type ClickHouseSinkSettings, parseClickHouseSinkConfig } from './clickhouse/config.ts';
 import { createClickHouseSink } from './clickhouse/sink.ts';
 import { tableForEventType } from './clickhouse/tables.ts';
 import { parseFileSinkConfig } from './file/config.ts';
+import { accountEventsDir } from './file/layout.ts';
 import { createFileSink } from './file/sink.ts';
 import { type KafkaSinkSettings, parseKafkaSinkConfig } from './kafka/config.ts';
 import { createKafkaSink } from './kafka/sink.ts';
@@ -16,15 +16,10 @@ export interface TargetSettings {
   clickhouse?: ClickHouseSinkSettings;
 }
 
-/** Where file destinations' relative paths are anchored: `DATA_DIR/events`. */
-export function fileBaseDir(dataDir: string): string {
-  return join(dataDir, 'events');
-}
-
-/** Builds the sink of a stored target. */
+/** Builds the sink of a stored target; a file target's path is inside its account's directory. */
 export function createSink(
   target: TargetSettings,
-  deps: { dataDir: string; logger: Logger },
+  deps: { dataDir: string; accountId: string; logger: Logger },
 ): Sink {
   const { logger } = deps;
   if (target.file !== undefined) {
@@ -34,7 +29,7 @@ export function createSink(
         maxFileBytes: target.file.max_file_bytes,
         maxFileAgeMs: target.file.max_file_age_ms,
       },
-      { baseDir: fileBaseDir(deps.dataDir), allowAbsolute: true },
+      { baseDir: accountEventsDir(deps.dataDir, deps.accountId) },
     );
     return createFileSink({ config, logger });
   }

@@ -2,6 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
+import { restrictTree } from '../data-dir.ts';
 import { lockStore } from './store-lock.ts';
 
 /** The rows a query returns, whichever engine ran it. */
@@ -35,12 +36,16 @@ export function isUniqueViolation(error: unknown): boolean {
  */
 export async function openPglite(dataDir: string | null): Promise<Db> {
   const dir = dataDir === null ? undefined : join(dataDir, 'store');
-  if (dir !== undefined) mkdirSync(dir, { recursive: true });
+  if (dir !== undefined) mkdirSync(dir, { recursive: true, mode: 0o700 });
   const lock = dir === undefined ? undefined : lockStore(`${dir}.lock`, dir);
+  // Store files are 0600 (PGlite ignores the umask for some): after opening, and after closing
+  // for those written meanwhile (inside DATA_DIR and store/, both 0700, until then).
+  const restrict = () => (dir === undefined ? Promise.resolve() : restrictTree(dir));
   let db: PGlite;
   try {
     db = new PGlite(dir);
     await db.waitReady;
+    await restrict();
   } catch (error) {
     lock?.release();
     throw error;
@@ -53,6 +58,7 @@ export async function openPglite(dataDir: string | null): Promise<Db> {
     async close() {
       try {
         await db.close();
+        await restrict();
       } finally {
         lock?.release();
       }

@@ -1,4 +1,9 @@
-import type { Queryable } from './db.ts';
+import type { Keyring } from '../secrets.ts';
+import type { Db, Queryable } from './db.ts';
+
+// Targets are stored with their secrets (kafka.sasl.password, clickhouse.password) sealed by the
+// keyring (src/secrets.ts); every function here seals on write and opens on read, so rows in
+// memory hold them in clear for the pipeline, and the store's files never do.
 
 /** A file target: NDJSON files in a directory relative to the data directory's events/. */
 export interface FileTarget {
@@ -30,7 +35,7 @@ export interface ClickHouseTarget {
   password?: string;
 }
 
-/** Exactly one kind of target, as the API names them; stored whole, secrets included. */
+/** Exactly one kind of target, as the API names them; stored whole, secrets sealed. */
 export type DestinationTarget =
   | { file: FileTarget }
   | { kafka: KafkaTarget }
@@ -47,10 +52,43 @@ export interface EventDestinationRow {
   created_at: Date;
 }
 
+/** The target with each secret replaced by `change(secret)`; other fields as they are. */
+function mapSecrets(
+  target: DestinationTarget,
+  change: (secret: string) => string,
+): DestinationTarget {
+  if ('kafka' in target && target.kafka.sasl !== undefined) {
+    const { sasl } = target.kafka;
+    return { kafka: { ...target.kafka, sasl: { ...sasl, password: change(sasl.password) } } };
+  }
+  if ('clickhouse' in target && target.clickhouse.password !== undefined) {
+    return { clickhouse: { ...target.clickhouse, password: change(target.clickhouse.password) } };
+  }
+  return target;
+}
+
+/** The target with its secrets in clear, as stored targets are sealed. */
+export function openTarget(target: DestinationTarget, keyring: Keyring): DestinationTarget {
+  return mapSecrets(target, keyring.open);
+}
+
+function sealedJson(target: DestinationTarget, keyring: Keyring): string {
+  return JSON.stringify(mapSecrets(target, keyring.seal));
+}
+
+/** A row as read from the store, its target's secrets opened. */
+export function openRow<Row extends { target: DestinationTarget } | undefined>(
+  row: Row,
+  keyring: Keyring,
+): Row {
+  return row === undefined ? row : { ...row, target: openTarget(row.target, keyring) };
+}
+
 /** Inserts a destination row. */
 export async function insertEventDestination(
   db: Queryable,
   row: EventDestinationRow,
+  keyring: Keyring,
 ): Promise<void> {
   await db.query(
     `INSERT INTO event_destinations (id, account_id, description, metadata, format, target, created_at)
@@ -61,7 +99,7 @@ export async function insertEventDestination(
       row.description,
       row.metadata,
       row.format,
-      JSON.stringify(row.target),
+      sealedJson(row.target, keyring),
       row.created_at,
     ],
   );
@@ -72,12 +110,13 @@ export async function getEventDestination(
   db: Queryable,
   accountId: string,
   id: string,
+  keyring: Keyring,
 ): Promise<EventDestinationRow | undefined> {
   const result = await db.query<EventDestinationRow>(
     'SELECT * FROM event_destinations WHERE account_id = $1 AND id = $2',
     [accountId, id],
   );
-  return result.rows[0];
+  return openRow(result.rows[0], keyring);
 }
 
 /**
@@ -88,12 +127,13 @@ export async function lockEventDestination(
   db: Queryable,
   accountId: string,
   id: string,
+  keyring: Keyring,
 ): Promise<EventDestinationRow | undefined> {
   const result = await db.query<EventDestinationRow>(
     'SELECT * FROM event_destinations WHERE account_id = $1 AND id = $2 FOR UPDATE',
     [accountId, id],
   );
-  return result.rows[0];
+  return openRow(result.rows[0], keyring);
 }
 
 /**
@@ -117,11 +157,19 @@ export async function lockDestinationsForReference(
 export async function updateEventDestination(
   db: Queryable,
   row: EventDestinationRow,
+  keyring: Keyring,
 ): Promise<void> {
   await db.query(
     `UPDATE event_destinations SET description = $3, metadata = $4, format = $5, target = $6
      WHERE account_id = $1 AND id = $2`,
-    [row.account_id, row.id, row.description, row.metadata, row.format, JSON.stringify(row.target)],
+    [
+      row.account_id,
+      row.id,
+      row.description,
+      row.metadata,
+      row.format,
+      sealedJson(row.target, keyring),
+    ],
   );
 }
 
@@ -130,12 +178,13 @@ export async function deleteEventDestination(
   db: Queryable,
   accountId: string,
   id: string,
+  keyring: Keyring,
 ): Promise<EventDestinationRow | undefined> {
   const result = await db.query<EventDestinationRow>(
     'DELETE FROM event_destinations WHERE account_id = $1 AND id = $2 RETURNING *',
     [accountId, id],
   );
-  return result.rows[0];
+  return openRow(result.rows[0], keyring);
 }
 
 /** The subscriptions that still deliver to a destination, oldest first. */
@@ -149,4 +198,45 @@ export async function subscriptionsUsingDestination(
     [destinationId],
   );
   return result.rows.map((row) => row.subscription_id);
+}
+
+/** Every file destination's account and path (for moving files of the old layout at start). */
+export async function fileDestinationPaths(
+  db: Queryable,
+): Promise<{ accountId: string; path: string }[]> {
+  const result = await db.query<{ accountId: string; path: string }>(
+    `SELECT account_id AS "accountId", target -> 'file' ->> 'path' AS path
+     FROM event_destinations WHERE target ? 'file'`,
+  );
+  return result.rows;
+}
+
+/**
+ * Seals again every secret not sealed with the keyring's current key: those an earlier version
+ * stored in clear, and those of a key being rotated out. Run at start; returns the rows changed.
+ */
+export async function resealDestinationSecrets(db: Db, keyring: Keyring): Promise<number> {
+  const changed = await db.transaction(async (tx) => {
+    const rows = await tx.query<{ id: string; target: DestinationTarget }>(
+      'SELECT id, target FROM event_destinations ORDER BY id FOR UPDATE',
+    );
+    let changed = 0;
+    for (const row of rows.rows) {
+      let stale = false;
+      mapSecrets(row.target, (secret) => {
+        stale ||= keyring.stale(secret);
+        return secret;
+      });
+      if (!stale) continue;
+      await tx.query('UPDATE event_destinations SET target = $2 WHERE id = $1', [
+        row.id,
+        sealedJson(openTarget(row.target, keyring), keyring),
+      ]);
+      changed++;
+    }
+    return changed;
+  });
+  // The rows' earlier versions stay in the table's pages until the table is rewritten.
+  if (changed > 0) await db.query('VACUUM FULL event_destinations');
+  return changed;
 }

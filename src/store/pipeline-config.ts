@@ -1,5 +1,6 @@
+import type { Keyring } from '../secrets.ts';
 import type { Db, Queryable } from './db.ts';
-import type { DestinationTarget } from './event-destinations.ts';
+import { type DestinationTarget, openTarget } from './event-destinations.ts';
 
 /** A destination as the pipeline delivers to it: the full target, secrets included. */
 export interface PipelineDestination {
@@ -46,8 +47,8 @@ export async function currentPipelineVersion(db: Queryable): Promise<number> {
   return Number(result.rows[0].version);
 }
 
-/** Loads all routing as one consistent snapshot (a repeatable-read transaction). */
-export async function loadPipelineConfig(db: Db): Promise<PipelineConfig> {
+/** Loads all routing as one consistent snapshot (a repeatable-read transaction), secrets opened. */
+export async function loadPipelineConfig(db: Db, keyring: Keyring): Promise<PipelineConfig> {
   return db.transaction(async (tx) => {
     await tx.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY');
     const version = await currentPipelineVersion(tx);
@@ -92,7 +93,7 @@ export async function loadPipelineConfig(db: Db): Promise<PipelineConfig> {
         id: row.id,
         accountId: row.account_id,
         format: row.format,
-        target: row.target,
+        target: openTarget(row.target, keyring),
       })),
       subscriptions: [...byId.values()],
     };

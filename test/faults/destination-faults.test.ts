@@ -83,7 +83,9 @@ describe('destination faults', () => {
       for (let i = 0; i < 10; i++)
         acked.push(...(await publish(eventPool(accountId, 100, i))).eventIds);
 
-      const file = readFileDestination(join(svc.options.dataDir, 'events', 'beside-kafka'));
+      const file = readFileDestination(
+        join(svc.options.dataDir, 'events', accountId, 'beside-kafka'),
+      );
       expect(missing(acked, file.ids)).toBe('');
       expect((await health(svc.api, fileId)).status).toBe('ok');
       const down = await health(svc.api, kafkaId);
@@ -158,7 +160,7 @@ describe('destination faults', () => {
       acked.length,
     );
     // The other destination of the same subscription delivered all along.
-    const fileDir = join(svc.options.dataDir, 'events', 'beside-parked');
+    const fileDir = join(svc.options.dataDir, 'events', accountId, 'beside-parked');
     expect(missing(acked, readFileDestination(fileDir).ids)).toBe('');
 
     // Fix the password while events keep flowing: the backlog drains, nothing is lost.
@@ -200,7 +202,7 @@ describe('destination faults', () => {
     await load.stop();
     acked.push(...load.acked());
     expect((await svc.stop()).code).toBe(0);
-    const events = join(svc.options.dataDir, 'events');
+    const events = join(svc.options.dataDir, 'events', accountId);
     const delivered = [
       ...readFileDestination(join(events, 'switch-a')).ids,
       ...readFileDestination(join(events, 'switch-b')).ids,
@@ -241,7 +243,7 @@ describe('destination faults', () => {
     acked.push(...(await publish(eventPool(accountId, 10, 2))).eventIds);
     expect((await health(second.api, fileId)).status).toBe('ok');
     expect((await second.stop()).code).toBe(0);
-    const dir = join(second.options.dataDir, 'events', 'unopenable');
+    const dir = join(second.options.dataDir, 'events', accountId, 'unopenable');
     expect(missing(acked, readFileDestination(dir).ids)).toBe('');
   }, 60_000);
 });

@@ -103,7 +103,7 @@ describe('SIGKILL and restart on the same DATA_DIR', () => {
     const acked = [...probe, ...load.acked()];
 
     // On disk at the kill: every acknowledged event, in the file still named `.open`.
-    const dir = join(first.options.dataDir, 'events', 'crash');
+    const dir = join(first.options.dataDir, 'events', accountId, 'crash');
     const atKill = readFileDestination(dir);
     expect(atKill.openFiles.length).toBeGreaterThan(0);
     expect(missing(acked, atKill.ids)).toBe('');

@@ -146,8 +146,8 @@ describe('SIGTERM under load', () => {
       ...drained.flatMap((result) => ('ids' in result ? result.ids : [])),
     ];
     const files = [
-      readFileDestination(join(dataDir, 'events', 'drain')),
-      readFileDestination(join(dataDir, 'events', 'drain-in-flight')),
+      readFileDestination(join(dataDir, 'events', accountId, 'drain')),
+      readFileDestination(join(dataDir, 'events', accountId, 'drain-in-flight')),
     ];
     for (const file of files) {
       expect(file.openFiles, 'a clean shutdown finishes the open file').toEqual([]);

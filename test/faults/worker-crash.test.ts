@@ -86,9 +86,9 @@ describe('a worker thread dies mid-request', () => {
     await inspector.close();
 
     expect((await service.stop()).code).toBe(0);
-    expect(missing(acked, readFileDestination(join(dataDir, 'events', 'worker-crash')).ids)).toBe(
-      '',
-    );
+    expect(
+      missing(acked, readFileDestination(join(dataDir, 'events', accountId, 'worker-crash')).ids),
+    ).toBe('');
 
     // Piscina rejects the task with "worker exited with code: 70"; unmapped, that would be
     // INTERNAL (what 7aa5042 answered). pipeline.ts maps a failed worker task to UNAVAILABLE.

@@ -774,7 +774,7 @@ describe('Connect Publish under fuzz (pglite)', () => {
 
   /** Every envelope in the destination's NDJSON files. */
   function readDelivered(): any[] {
-    const dir = join(store.env.DATA_DIR, 'events', DESTINATION_PATH);
+    const dir = join(store.env.DATA_DIR, 'events', account, DESTINATION_PATH);
     return readdirSync(dir)
       .flatMap((file) => readFileSync(join(dir, file), 'utf8').split('\n'))
       .filter((line) => line !== '')

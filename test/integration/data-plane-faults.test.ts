@@ -141,7 +141,7 @@ describe('data plane under faults', () => {
     });
     expect(created.status).toBe(201);
     await service.pipeline.relay.drain();
-    const dir = join(store.env.DATA_DIR, 'events', 'audit');
+    const dir = join(store.env.DATA_DIR, 'events', account, 'audit');
     const lines = readdirSync(dir)
       .flatMap((file) => readFileSync(join(dir, file), 'utf8').split('\n'))
       .filter((line) => line !== '')

@@ -151,7 +151,7 @@ describe('data plane end to end: Connect ingest → workers → file, Kafka and 
     const byId = new Map(events.map((e, i) => [eventIds[i], e]));
 
     // File: every acknowledged line is already fsync'd.
-    const dir = join(store.env.DATA_DIR, 'events', 'traffic');
+    const dir = join(store.env.DATA_DIR, 'events', account, 'traffic');
     const lines = readdirSync(dir)
       .flatMap((file) => readFileSync(join(dir, file), 'utf8').split('\n'))
       .filter((line) => line !== '')

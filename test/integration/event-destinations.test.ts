@@ -232,7 +232,8 @@ describe.each(STORES)('Event destination API on $kind', ({ open }) => {
     const created = await api('POST', '/event_destinations', { target: kafkaTarget() });
     const { id } = created.body;
     const stored = async () =>
-      (await loadPipelineConfig(service.db)).destinations.find((d) => d.id === id)?.target;
+      (await loadPipelineConfig(service.db, service.keyring)).destinations.find((d) => d.id === id)
+        ?.target;
 
     // Same kind, sasl without password: the stored password stays.
     const sameKind = await api('PATCH', `/event_destinations/${id}`, {
@@ -402,8 +403,8 @@ describe.each(STORES)('Event destination API on $kind', ({ open }) => {
       'target.clickhouse.url',
     );
 
-    // File paths stay inside DATA_DIR/events.
-    for (const path of ['../escape', 'a/../../escape', '/tmp/absolute', '']) {
+    // File paths stay inside the account's directory, DATA_DIR/events/<account_id>.
+    for (const path of ['../escape', 'a/../../escape', '/tmp/absolute', '', '.']) {
       expectError(await post({ target: { file: { path } } }), 400, 'ERR_INVALID_TARGET', 'path');
     }
     expectError(
@@ -500,7 +501,7 @@ describe.each(STORES)('Event destination API on $kind', ({ open }) => {
     expect((await api('DELETE', `/event_destinations/${destination.body.id}`)).status).toBe(204);
   });
 
-  it('gives a file directory to one destination only, across accounts', async () => {
+  it('gives a file directory to one destination of an account; other accounts have their own', async () => {
     const first = await api('POST', '/event_destinations', {
       target: { file: { path: 'shared/dir' } },
     });
@@ -514,14 +515,13 @@ describe.each(STORES)('Event destination API on $kind', ({ open }) => {
         'already used',
       );
     }
+    // Paths are per account (DATA_DIR/events/<account_id>/<path>): B's is a directory of its own.
     const accountB = await createAccount(service.db);
     const keyB = await mintApiKey(service.db, { accountId: accountB }, null, service.url);
     const b = apiClient(service.url, keyB.token!);
-    expectError(
-      await b('POST', '/event_destinations', { target: { file: { path: 'shared/dir' } } }),
-      400,
-      'ERR_INVALID_TARGET',
-    );
+    expect(
+      (await b('POST', '/event_destinations', { target: { file: { path: 'shared/dir' } } })).status,
+    ).toBe(201);
     const other = await api('POST', '/event_destinations', {
       target: { file: { path: 'shared/other' } },
     });
@@ -581,7 +581,7 @@ describe.each(STORES)('Event destination API on $kind', ({ open }) => {
     await api('DELETE', '/event_destinations/ed_06h01yx3eexeqasb5hgsrgp1e0');
     expect(await version()).toBe(before);
 
-    const config = await loadPipelineConfig(service.db);
+    const config = await loadPipelineConfig(service.db, service.keyring);
     expect(config.version).toBe(before);
     const account = (
       await service.db.query<{ account_id: string }>(
@@ -598,7 +598,7 @@ describe.each(STORES)('Event destination API on $kind', ({ open }) => {
 
     await api('DELETE', `/event_destinations/${created.body.id}`);
     expect(await version()).toBe(before + 1);
-    const after = await loadPipelineConfig(service.db);
+    const after = await loadPipelineConfig(service.db, service.keyring);
     expect(after.destinations.map((d) => d.id)).not.toContain(created.body.id);
   });
 
@@ -611,6 +611,7 @@ describe.each(STORES)('Event destination API on $kind', ({ open }) => {
     await app.register(restApi, {
       db: service.db,
       config,
+      keyring: service.keyring,
       routes: [],
       destinationHealth: (id: string) => health.get(id),
       onPipelineChange: () => {

@@ -502,7 +502,7 @@ describe.each(STORES)('Event subscription API on $kind', ({ open }) => {
       expect(await version()).toBe(before + 1);
     }
 
-    const config = await loadPipelineConfig(service.db);
+    const config = await loadPipelineConfig(service.db, service.keyring);
     expect(config.version).toBe(await version());
     const accountId = (
       await service.db.query<{ account_id: string }>(
@@ -532,7 +532,7 @@ describe.each(STORES)('Event subscription API on $kind', ({ open }) => {
     before = await version();
     expect((await api('DELETE', `/event_subscriptions/${subscription.id}`)).status).toBe(204);
     expect(await version()).toBe(before + 1);
-    const after = await loadPipelineConfig(service.db);
+    const after = await loadPipelineConfig(service.db, service.keyring);
     expect(after.subscriptions.map((s) => s.id)).not.toContain(subscription.id);
   });
 

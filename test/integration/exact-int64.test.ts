@@ -98,7 +98,7 @@ describe('int64 values in delivered events', () => {
       ]);
       expect(response.accepted).toBe(2);
 
-      const lines = deliveredLines(join(store.env.DATA_DIR, 'events', 'exact'));
+      const lines = deliveredLines(join(store.env.DATA_DIR, 'events', account, 'exact'));
       const line = (id: string) => lines.find((l) => l.includes(`"event_id":"${id}"`));
       const httpLine = line(`ev-http-${protocol}`);
       expect(httpLine).toContain(

@@ -17,8 +17,8 @@ import { pgliteStore, type TestStore } from '../helpers/stores.ts';
 const TEST_TYPE = 'event_destination_test.v0';
 
 /** Every NDJSON line a file destination has written so far (finished and open files). */
-function fileLines(dataDir: string, path: string): any[] {
-  const dir = join(dataDir, 'events', path);
+function fileLines(dataDir: string, accountId: string, path: string): any[] {
+  const dir = join(dataDir, 'events', accountId, path);
   let names: string[];
   try {
     names = readdirSync(dir).sort();
@@ -75,7 +75,7 @@ describe('POST /event_destinations/{id}/test', () => {
     });
     expect(tested.body.health.last_success_at).not.toBeNull();
 
-    const lines = fileLines(store.env.DATA_DIR, 'test-action');
+    const lines = fileLines(store.env.DATA_DIR, accountId, 'test-action');
     expect(lines).toEqual([
       {
         event_id: tested.body.event_id,
@@ -95,7 +95,7 @@ describe('POST /event_destinations/{id}/test', () => {
       400,
       'ERR_UNKNOWN_FIELD',
     );
-    expect(fileLines(store.env.DATA_DIR, 'test-action')).toHaveLength(2);
+    expect(fileLines(store.env.DATA_DIR, accountId, 'test-action')).toHaveLength(2);
   });
 
   it('reports a dead ClickHouse honestly: spooled, with the error, and retried later', async () => {
@@ -146,7 +146,7 @@ describe('POST /event_destinations/{id}/test', () => {
       404,
       'ERR_NOT_FOUND',
     );
-    expect(fileLines(store.env.DATA_DIR, 'not-yours')).toEqual([]);
+    expect(fileLines(store.env.DATA_DIR, accountId, 'not-yours')).toEqual([]);
     expectError(await api('GET', `/event_destinations/${id}/test`), 405, 'ERR_METHOD_NOT_ALLOWED');
   });
 });

@@ -163,7 +163,7 @@ describe.each(STORES)('account isolation sweep over every REST route on $kind', 
     }
     expect(await snapshotA(), answers.join('\n')).toEqual(before);
     // The test action sent nothing to A's destination.
-    const dir = join(store.env.DATA_DIR, 'events', 'sweep-iso-a');
+    const dir = join(store.env.DATA_DIR, 'events', accountA, 'sweep-iso-a');
     const files = (() => {
       try {
         return readdirSync(dir);

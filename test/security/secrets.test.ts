@@ -8,6 +8,7 @@ import { loadConfig } from '../../src/config.ts';
 import { AppError } from '../../src/errors.ts';
 import { createLogger, type Logger } from '../../src/logger.ts';
 import { type Service, startService } from '../../src/service.ts';
+import { loadPipelineConfig } from '../../src/store/pipeline-config.ts';
 import { type ClickHouseServer, startClickHouse } from '../helpers/clickhouse.ts';
 import { generateEvents } from '../helpers/events.ts';
 import { freePort } from '../helpers/free-port.ts';
@@ -19,7 +20,8 @@ import { STORES, type TestStore } from '../helpers/stores.ts';
 // A service whose every log line (at trace) is captured; it is driven through the paths where
 // secrets pass (key creation, destinations with passwords that really are used against Kafka and
 // ClickHouse and fail, ingest, bad tokens), then no secret may be found in any log line, any
-// response, the audit outbox, the api_keys table, or any file under DATA_DIR but the store.
+// response, the audit outbox, the api_keys table, or any file under DATA_DIR, the embedded
+// store's files (tables and WAL) included.
 
 const unique = (label: string) => `${label}-${randomBytes(9).toString('base64url')}`;
 
@@ -188,11 +190,15 @@ describe.each(STORES)('secrets stay secret on $kind', ({ open }) => {
       destination_ids: Object.values(destinationIds),
     });
     expect(subscription.status, JSON.stringify(subscription.body)).toBe(201);
-    // Secrets are stored for delivery (the store is not a response): the test data is real.
-    const stored = await service.db.query('SELECT target FROM event_destinations');
+    // Stored encrypted (SECRETS_KEY): the raw column holds none; the pipeline opens them to use.
+    const stored = await service.db.query('SELECT target::text AS text FROM event_destinations');
     const storedText = JSON.stringify(stored.rows);
+    const opened = JSON.stringify(
+      (await loadPipelineConfig(service.db, service.keyring)).destinations,
+    );
     for (const secret of [KAFKA_PASSWORD_2, CLICKHOUSE_PASSWORD, DEAD_CLICKHOUSE_PASSWORD]) {
-      expect(storedText).toContain(secret);
+      expect(storedText).not.toContain(secret);
+      expect(opened).toContain(secret);
     }
   });
 
@@ -291,7 +297,7 @@ describe.each(STORES)('secrets stay secret on $kind', ({ open }) => {
     expect(logText).toContain('"level":20'); // debug lines (the sinks' clients) were captured
     const outbox = JSON.stringify((await readOutbox()).rows);
     const apiKeys = await readApiKeys();
-    const files = filesUnder(store.env.DATA_DIR, ['store']).map((path) => ({
+    const files = filesUnder(store.env.DATA_DIR, []).map((path) => ({
       path,
       text: readFileSync(path).toString('latin1'),
     }));

@@ -27,7 +27,20 @@ describe('configuration', () => {
     [{ BOOTSTRAP_API_KEY: 'tiny' }, 'BOOTSTRAP_API_KEY must be 20-200'],
     [{ DATABASE_URL: 'mysql://x' }, 'DATABASE_URL must start with postgres://'],
     [{ PUBLIC_URL: 'ftp://x' }, 'PUBLIC_URL must be an http(s) URL'],
+    [{ SECRETS_KEY: 'c2hvcnQ=' }, 'SECRETS_KEY must be 32 bytes'],
+    [{ SECRETS_KEY: 'z'.repeat(64) }, 'SECRETS_KEY must be 32 bytes'],
+    [{ SECRETS_KEY_PREVIOUS: `${'a'.repeat(64)},nope` }, 'SECRETS_KEY_PREVIOUS must be 32 bytes'],
   ])('rejects %o', (env, message) => {
     expect(() => loadConfig(env)).toThrow(`invalid configuration: ${message}`);
+  });
+
+  it('reads SECRETS_KEY and SECRETS_KEY_PREVIOUS as 32-byte keys in base64 or hex', () => {
+    const hex = 'ab'.repeat(32);
+    const base64 = Buffer.alloc(32, 7).toString('base64');
+    const config = loadConfig({ SECRETS_KEY: base64, SECRETS_KEY_PREVIOUS: `${hex}, ${base64}` });
+    expect(config.secretsKey).toEqual(Buffer.alloc(32, 7));
+    expect(config.previousSecretsKeys).toEqual([Buffer.from(hex, 'hex'), Buffer.alloc(32, 7)]);
+    expect(loadConfig({}).secretsKey).toBeUndefined();
+    expect(loadConfig({}).previousSecretsKeys).toEqual([]);
   });
 });

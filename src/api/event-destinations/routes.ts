@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AppError } from '../../errors.ts';
 import { newId } from '../../ids.ts';
-import { fileBaseDir } from '../../sinks/index.ts';
+import { accountEventsDir } from '../../sinks/file/layout.ts';
 import type { Queryable } from '../../store/db.ts';
 import { isUniqueViolation } from '../../store/db.ts';
 import {
@@ -10,6 +10,7 @@ import {
   getEventDestination,
   insertEventDestination,
   lockEventDestination,
+  openRow,
   subscriptionsUsingDestination,
   updateEventDestination,
 } from '../../store/event-destinations.ts';
@@ -31,7 +32,7 @@ import { addDestinationTestAction } from './test-action.ts';
 
 const FIELDS = ['description', 'metadata', 'format', 'target'];
 
-/** A unique violation on a destination can only be its file path (migration 004). */
+/** A unique violation on a destination can only be its file path within its account (migration 005). */
 function pathTaken(error: unknown): never {
   if (!isUniqueViolation(error)) throw error;
   throw new AppError(
@@ -41,6 +42,34 @@ function pathTaken(error: unknown): never {
       field: 'target.file.path',
     },
   );
+}
+
+/** DELETE's only parameter: `discard_backlog=true` drops what the destination's spool holds. */
+function discardBacklogQuery(query: unknown): boolean {
+  const params = (query ?? {}) as Record<string, unknown>;
+  for (const key of Object.keys(params)) {
+    if (key !== 'discard_backlog') {
+      throw new AppError(
+        'ERR_INVALID_QUERY',
+        `unknown query parameter "${key}"; allowed: discard_backlog`,
+        { parameter: key },
+      );
+    }
+  }
+  const value = params.discard_backlog;
+  if (value === undefined) return false;
+  if (value !== 'true' && value !== 'false') {
+    throw new AppError('ERR_INVALID_QUERY', '"discard_backlog" must be true or false', {
+      parameter: 'discard_backlog',
+    });
+  }
+  return value === 'true';
+}
+
+/** The events waiting in a destination's spool, from the health the pipeline reports. */
+function backlogOf(health: unknown): { events: number; bytes: number } | undefined {
+  const backlog = (health as { backlog?: { events: number; bytes: number } } | undefined)?.backlog;
+  return backlog !== undefined && backlog.events > 0 ? backlog : undefined;
 }
 
 function notFound(id: string): AppError {
@@ -64,9 +93,10 @@ function formatField(body: JsonObject): 'JSON' | undefined {
  */
 export async function eventDestinationRoutes(app: FastifyInstance, deps: ApiDeps): Promise<void> {
   app.addHook('preValidation', rejectUnstorableStrings);
-  const { db, config } = deps;
+  const { db, config, keyring } = deps;
   const base = config.publicUrl;
-  const baseDir = fileBaseDir(config.dataDir);
+  const accountDir = (request: FastifyRequest) =>
+    accountEventsDir(config.dataDir, request.caller.accountId);
 
   /** The resource with the pipeline's health of the destination, when it reports one. */
   const show = (resource: EventDestination) =>
@@ -94,7 +124,7 @@ export async function eventDestinationRoutes(app: FastifyInstance, deps: ApiDeps
         { field: 'target' },
       );
     }
-    const target = completeTarget(readTarget(body.target), undefined, baseDir);
+    const target = completeTarget(readTarget(body.target), undefined, accountDir(request));
     const row: EventDestinationRow = {
       id: newId('ed'),
       account_id: request.caller.accountId,
@@ -105,14 +135,14 @@ export async function eventDestinationRoutes(app: FastifyInstance, deps: ApiDeps
       created_at: new Date(),
     };
     const created = await change(request, 'event_destination_created.v0', async (tx) => {
-      await insertEventDestination(tx, row);
+      await insertEventDestination(tx, row, keyring);
       return row;
     }).catch(pathTaken);
     return reply.code(201).send(show(created));
   });
 
   app.get<{ Params: { id: string } }>('/event_destinations/:id', async (request) => {
-    const row = await getEventDestination(db, request.caller.accountId, request.params.id);
+    const row = await getEventDestination(db, request.caller.accountId, request.params.id, keyring);
     if (row === undefined) throw notFound(request.params.id);
     return show(presentEventDestination(row, base));
   });
@@ -127,7 +157,9 @@ export async function eventDestinationRoutes(app: FastifyInstance, deps: ApiDeps
       query.beforeId,
     );
     return {
-      event_destinations: page.rows.map((row) => show(presentEventDestination(row, base))),
+      event_destinations: page.rows.map((row) =>
+        show(presentEventDestination(openRow(row, keyring), base)),
+      ),
       ...pageLinks(`${base}/event_destinations`, query, page.rows.at(-1)?.id, page.more),
     };
   });
@@ -142,27 +174,33 @@ export async function eventDestinationRoutes(app: FastifyInstance, deps: ApiDeps
     const target = body.target === undefined ? undefined : readTarget(body.target);
     const { accountId } = request.caller;
     const updated = await change(request, 'event_destination_updated.v0', async (tx) => {
-      const row = await lockEventDestination(tx, accountId, request.params.id);
+      const row = await lockEventDestination(tx, accountId, request.params.id, keyring);
       if (row === undefined) throw notFound(request.params.id);
       const next: EventDestinationRow = {
         ...row,
         description: description ?? row.description,
         metadata: metadata ?? row.metadata,
         format: format ?? row.format,
-        target: target === undefined ? row.target : completeTarget(target, row.target, baseDir),
+        target:
+          target === undefined
+            ? row.target
+            : completeTarget(target, row.target, accountDir(request)),
       };
-      await updateEventDestination(tx, next);
+      await updateEventDestination(tx, next, keyring);
       return next;
     }).catch(pathTaken);
     return show(updated);
   });
 
+  // Deleting discards the destination's spool (the pipeline removes it), so a delete while it
+  // holds events is refused unless the caller says to discard them.
   app.delete<{ Params: { id: string } }>('/event_destinations/:id', async (request, reply) => {
     const { accountId } = request.caller;
     const { id } = request.params;
+    const discardBacklog = discardBacklogQuery(request.query);
     await change(request, 'event_destination_deleted.v0', async (tx) => {
       // The lock makes subscriptions that are about to name this destination wait for us.
-      const row = await lockEventDestination(tx, accountId, id);
+      const row = await lockEventDestination(tx, accountId, id, keyring);
       if (row === undefined) throw notFound(id);
       const users = await subscriptionsUsingDestination(tx, id);
       if (users.length > 0) {
@@ -173,7 +211,16 @@ export async function eventDestinationRoutes(app: FastifyInstance, deps: ApiDeps
           { id, subscription_ids: users },
         );
       }
-      await deleteEventDestination(tx, accountId, id);
+      const backlog = backlogOf(deps.destinationHealth?.(id));
+      if (backlog !== undefined && !discardBacklog) {
+        throw new AppError(
+          'ERR_DESTINATION_BACKLOG',
+          `event destination "${id}" still has ${backlog.events} events waiting in its spool; ` +
+            'wait until its health shows an empty backlog, or delete with ?discard_backlog=true to drop them',
+          { id, backlog },
+        );
+      }
+      await deleteEventDestination(tx, accountId, id, keyring);
       return row;
     });
     return reply.code(204).send();

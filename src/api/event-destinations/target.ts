@@ -1,4 +1,4 @@
-import { isAbsolute, normalize } from 'node:path';
+import { normalize } from 'node:path';
 import { AppError } from '../../errors.ts';
 import { parseClickHouseSinkConfig } from '../../sinks/clickhouse/config.ts';
 import { parseFileSinkConfig } from '../../sinks/file/config.ts';
@@ -197,21 +197,15 @@ function checkWith(kind: string, parse: () => unknown, rename: Record<string, st
 /**
  * The target to store: a secret the request omitted is kept from `previous` when the target
  * kind is unchanged (so a PATCH need not resend it); then each sink's parser checks the values.
- * File paths are relative to `fileBaseDir` (DATA_DIR/events) and may not leave it.
+ * A file path names a directory of its own inside `accountDir` (DATA_DIR/events/<account_id>).
  */
 export function completeTarget(
   input: TargetInput,
   previous: DestinationTarget | undefined,
-  fileBaseDir: string,
+  accountDir: string,
 ): DestinationTarget {
   if ('file' in input) {
     const file = input.file;
-    if (isAbsolute(file.path)) {
-      throw invalid(
-        'target.file.path',
-        'file destination: path must be relative to the data directory (DATA_DIR/events)',
-      );
-    }
     checkWith(
       'file',
       () =>
@@ -221,12 +215,19 @@ export function completeTarget(
             maxFileBytes: file.max_file_bytes,
             maxFileAgeMs: file.max_file_age_ms,
           },
-          { baseDir: fileBaseDir, allowAbsolute: false },
+          { baseDir: accountDir },
         ),
       FILE_SETTING_NAMES,
     );
     // One spelling per directory ("a/./b/" is "a/b"), so the store can keep paths unique.
-    return { file: { ...file, path: normalize(file.path).replace(/\/+$/, '') } };
+    const path = normalize(file.path).replace(/\/+$/, '');
+    if (path === '.') {
+      throw invalid(
+        'target.file.path',
+        "file destination: path must name a directory inside the account's directory, not the directory itself",
+      );
+    }
+    return { file: { ...file, path } };
   }
   if ('kafka' in input) {
     const { sasl, ...rest } = input.kafka;

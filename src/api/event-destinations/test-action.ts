@@ -12,12 +12,12 @@ import { objectWith } from '../validate.ts';
  * before anything is sent.
  */
 export function addDestinationTestAction(app: FastifyInstance, deps: ApiDeps): void {
-  const { db } = deps;
+  const { db, keyring } = deps;
   app.post<{ Params: { id: string } }>('/event_destinations/:id/test', async (request) => {
     if (request.body !== undefined && request.body !== null) objectWith(request.body, []);
     const { accountId } = request.caller;
     const { id } = request.params;
-    const row = await getEventDestination(db, accountId, id);
+    const row = await getEventDestination(db, accountId, id, keyring);
     if (row === undefined) {
       throw new AppError('ERR_NOT_FOUND', `event destination "${id}" was not found`, { id });
     }

@@ -2,7 +2,7 @@ import { isAbsolute, relative, resolve, sep } from 'node:path';
 
 /** A file destination's settings as configured (sizes optional). */
 export interface FileSinkSettings {
-  /** Directory for the NDJSON files: absolute, or relative to the service's data directory. */
+  /** Directory for the NDJSON files, relative to the account's directory. */
   path: string;
   maxFileBytes?: number;
   maxFileAgeMs?: number;
@@ -10,16 +10,16 @@ export interface FileSinkSettings {
 
 /** Validated settings with defaults filled in and the directory resolved. */
 export interface FileSinkConfig {
+  /** The account's directory: `dir` is inside it, and nothing from it down may be a symlink. */
+  root: string;
   dir: string;
   maxFileBytes: number;
   maxFileAgeMs: number;
 }
 
-/** Where relative paths are anchored, and whether an absolute path may leave that anchor. */
+/** Where paths are anchored: the account's directory, `DATA_DIR/events/<account_id>`. */
 export interface FileSinkConfigContext {
   baseDir: string;
-  /** Operator-written configuration may name any absolute directory; API-created ones should not. */
-  allowAbsolute?: boolean;
 }
 
 /** A file destination whose settings cannot be used; the message names the setting. */
@@ -48,7 +48,7 @@ function inside(base: string, target: string): boolean {
   return rel.split(sep)[0] !== '..' && !isAbsolute(rel);
 }
 
-/** Validates settings: a relative path that climbs out of the base directory is refused. */
+/** Validates settings: an absolute path, or one that climbs out of the base directory, is refused. */
 export function parseFileSinkConfig(
   settings: FileSinkSettings,
   context: FileSinkConfigContext,
@@ -58,13 +58,16 @@ export function parseFileSinkConfig(
     throw new FileSinkConfigError('path must be a non-empty string');
   }
   if (path.includes('\0')) throw new FileSinkConfigError('path must not contain NUL');
-  const base = resolve(context.baseDir);
-  const dir = resolve(base, path);
-  const allowAbsolute = context.allowAbsolute ?? true;
-  if (!(isAbsolute(path) && allowAbsolute) && !inside(base, dir)) {
-    throw new FileSinkConfigError(`path ${JSON.stringify(path)} escapes the data directory`);
+  if (isAbsolute(path)) {
+    throw new FileSinkConfigError(`path must be relative to the account's directory`);
+  }
+  const root = resolve(context.baseDir);
+  const dir = resolve(root, path);
+  if (!inside(root, dir)) {
+    throw new FileSinkConfigError(`path ${JSON.stringify(path)} escapes the account's directory`);
   }
   return {
+    root,
     dir,
     maxFileBytes: positiveInt(settings.maxFileBytes, DEFAULT_MAX_FILE_BYTES, 'maxFileBytes'),
     maxFileAgeMs: positiveInt(settings.maxFileAgeMs, DEFAULT_MAX_FILE_AGE_MS, 'maxFileAgeMs'),

@@ -1,5 +1,5 @@
-import { access, type FileHandle, mkdir, open, readdir, rename } from 'node:fs/promises';
-import { join } from 'node:path';
+import { access, type FileHandle, lstat, mkdir, open, readdir, rename } from 'node:fs/promises';
+import { join, relative, sep } from 'node:path';
 import { fsyncDir } from '../../fsync-dir.ts';
 import type { Logger } from '../../logger.ts';
 import { type Sink, SinkError } from '../types.ts';
@@ -59,6 +59,25 @@ async function exists(path: string): Promise<boolean> {
   );
 }
 
+// Creates dir one component at a time from root down, refusing a symbolic link anywhere on the
+// way: a link planted in an account's directory must not lead its events somewhere else.
+async function makeDirInside(root: string, dir: string): Promise<void> {
+  await mkdir(root, { recursive: true });
+  let current = root;
+  for (const part of ['', ...relative(root, dir).split(sep).filter(Boolean)]) {
+    current = join(current, part);
+    await mkdir(current).catch((err: NodeJS.ErrnoException) => {
+      if (err.code !== 'EEXIST') throw err;
+    });
+    if ((await lstat(current)).isSymbolicLink()) {
+      throw new SinkError(
+        `file sink: ${current} is a symbolic link; a destination's directory may not pass through one`,
+        false,
+      );
+    }
+  }
+}
+
 // Cuts a crashed file after its last newline: a partial line was never acknowledged.
 async function trimPartialLine(path: string): Promise<void> {
   const fh = await open(path, 'r+');
@@ -87,7 +106,7 @@ async function trimPartialLine(path: string): Promise<void> {
 
 /** Builds the NDJSON file sink: rotating files, fsync'd before write() resolves. */
 export function createFileSink(deps: FileSinkDeps): Sink {
-  const { dir, maxFileBytes, maxFileAgeMs } = deps.config;
+  const { root, dir, maxFileBytes, maxFileAgeMs } = deps.config;
   const log = deps.logger.child({ sink: 'file', dir });
   let ready = false;
   let closed = false;
@@ -103,7 +122,7 @@ export function createFileSink(deps: FileSinkDeps): Sink {
   }
 
   async function recover(): Promise<void> {
-    await mkdir(dir, { recursive: true });
+    await makeDirInside(root, dir);
     for (const name of await readdir(dir)) {
       if (!name.endsWith(OPEN_SUFFIX)) continue;
       const path = join(dir, name);

@@ -35,6 +35,14 @@ export interface Config {
   rateLimitPerSecond: number;
   /** REST requests an API key may make at once before the per-second rate applies. */
   rateLimitBurst: number;
+  /** Time a client has to send a whole HTTP/1.1 request, headers and body, ms. */
+  requestTimeoutMs: number;
+  /** Time a client has to send a request's headers, ms (at most requestTimeoutMs). */
+  headersTimeoutMs: number;
+  /** How long an idle keep-alive connection (or HTTP/2 session) stays open, ms. */
+  keepAliveTimeoutMs: number;
+  /** Client connections each listener holds at once; beyond, 503 ERR_TOO_MANY_CONNECTIONS. */
+  maxConnections: number;
 }
 
 /** A configuration value that prevents the service from starting. */
@@ -124,6 +132,14 @@ export function loadConfig(env: Env = process.env): Config {
       'must be 20-200 characters of letters, digits, "_", "-" or "."',
     );
   }
+  const requestTimeoutMs = integer(env, 'REQUEST_TIMEOUT_MS', 30_000, 100, 3_600_000);
+  const headersTimeoutMs = integer(
+    env,
+    'HEADERS_TIMEOUT_MS',
+    Math.min(10_000, requestTimeoutMs),
+    100,
+    requestTimeoutMs,
+  );
   const databaseUrl = env.DATABASE_URL || undefined;
   if (databaseUrl !== undefined && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
     throw new ConfigError('DATABASE_URL', 'must start with postgres:// or postgresql://');
@@ -151,5 +167,9 @@ export function loadConfig(env: Env = process.env): Config {
     shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 30_000, 0, 600_000),
     rateLimitPerSecond: integer(env, 'RATE_LIMIT_PER_SECOND', 50, 1, 1_000_000),
     rateLimitBurst: integer(env, 'RATE_LIMIT_BURST', 100, 1, 1_000_000),
+    requestTimeoutMs,
+    headersTimeoutMs,
+    keepAliveTimeoutMs: integer(env, 'KEEP_ALIVE_TIMEOUT_MS', 72_000, 100, 3_600_000),
+    maxConnections: integer(env, 'MAX_CONNECTIONS', 512, 1, 1_000_000),
   };
 }

@@ -14,6 +14,17 @@ describe('configuration', () => {
       logLevel: 'info',
     });
     expect(config.dataDir).toMatch(/\/data$/);
+    expect(config).toMatchObject({
+      requestTimeoutMs: 30_000,
+      headersTimeoutMs: 10_000,
+      keepAliveTimeoutMs: 72_000,
+      maxConnections: 512,
+    });
+  });
+
+  it('keeps the headers timeout within the request timeout', () => {
+    expect(loadConfig({ REQUEST_TIMEOUT_MS: '4000' }).headersTimeoutMs).toBe(4000);
+    expect(loadConfig({ HEADERS_TIMEOUT_MS: '2000' }).headersTimeoutMs).toBe(2000);
   });
 
   it.each([
@@ -27,6 +38,11 @@ describe('configuration', () => {
     [{ BOOTSTRAP_API_KEY: 'tiny' }, 'BOOTSTRAP_API_KEY must be 20-200'],
     [{ DATABASE_URL: 'mysql://x' }, 'DATABASE_URL must start with postgres://'],
     [{ PUBLIC_URL: 'ftp://x' }, 'PUBLIC_URL must be an http(s) URL'],
+    [
+      { REQUEST_TIMEOUT_MS: '5000', HEADERS_TIMEOUT_MS: '6000' },
+      'HEADERS_TIMEOUT_MS must be between 100 and 5000, got 6000',
+    ],
+    [{ MAX_CONNECTIONS: '0' }, 'MAX_CONNECTIONS must be between 1 and 1000000, got 0'],
   ])('rejects %o', (env, message) => {
     expect(() => loadConfig(env)).toThrow(`invalid configuration: ${message}`);
   });

@@ -2,14 +2,14 @@ import { maxHeaderSize, STATUS_CODES } from 'node:http';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, errorBody } from '../errors.ts';
 
-/** The log message for a request whose client closed the connection before sending all of it. */
-export const CLIENT_WENT_AWAY = 'the client closed the connection before sending the whole request';
+/** The log message for a request whose connection closed before all of it arrived. */
+export const CLOSED_MID_REQUEST = 'the connection closed before the whole request arrived';
 
 /**
- * True when the client went away mid-request (an upload aborted): the body read fails, but that
- * is the client's doing, nothing was accepted, and there is nobody left to answer.
+ * True when the connection closed mid-request (the client aborted its upload, or it was cut for
+ * being too slow): reading the body failed, but nothing was accepted and nobody is left to answer.
  */
-export function clientWentAway(request: { destroyed: boolean; complete: boolean }): boolean {
+export function closedMidRequest(request: { destroyed: boolean; complete: boolean }): boolean {
   return request.destroyed && !request.complete;
 }
 
@@ -53,7 +53,7 @@ export function installErrorHandlers(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     const appError =
       error instanceof AppError ? error : (fromFastify(error) ?? AppError.from(error));
-    if (clientWentAway(request.raw)) request.log.info(CLIENT_WENT_AWAY);
+    if (closedMidRequest(request.raw)) request.log.info(CLOSED_MID_REQUEST);
     else if (appError.status >= 500) request.log.error({ err: error }, 'request failed');
     else request.log.info({ error_code: appError.code }, appError.message);
     if (appError.code === 'ERR_METHOD_NOT_ALLOWED' && Array.isArray(appError.details.allowed)) {

@@ -4,7 +4,7 @@ import { brotliDecompress, gunzip, inflate } from 'node:zlib';
 import { fromBinary, fromJsonString, toBinary, toJsonString } from '@bufbuild/protobuf';
 import { Code, ConnectError } from '@connectrpc/connect';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { CLIENT_WENT_AWAY, clientWentAway } from '../api/http-errors.ts';
+import { CLOSED_MID_REQUEST, closedMidRequest } from '../api/http-errors.ts';
 import { bearerToken } from '../auth/tokens.ts';
 import { AppError } from '../errors.ts';
 import {
@@ -166,7 +166,7 @@ export async function fastPublish(
     if (error instanceof ConnectError) connectError = error;
     else {
       const appError = AppError.from(error);
-      if (clientWentAway(request.raw)) request.log.info(CLIENT_WENT_AWAY);
+      if (closedMidRequest(request.raw)) request.log.info(CLOSED_MID_REQUEST);
       else if (appError.status >= 500) request.log.error({ err: error }, 'publish failed');
       connectError = appError.toConnect();
     }

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { CLIENT_WENT_AWAY } from '../../src/api/http-errors.ts';
+import { CLOSED_MID_REQUEST } from '../../src/api/http-errors.ts';
 import { loadConfig } from '../../src/config.ts';
 import { createLogger } from '../../src/logger.ts';
 import { type Service, startService } from '../../src/service.ts';
@@ -126,7 +126,7 @@ describe('request logs', () => {
         await sleep(300);
         const errors = lines.filter((line) => line.level >= ERROR_LEVEL);
         expect(errors, `${end}: ${JSON.stringify(errors)}`).toEqual([]);
-        const why = lines.find((line) => line.msg === CLIENT_WENT_AWAY);
+        const why = lines.find((line) => line.msg === CLOSED_MID_REQUEST);
         if (saysWhy) expect(why?.level, end).toBe(INFO_LEVEL);
         conn.destroy();
       }

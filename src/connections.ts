@@ -52,6 +52,7 @@ export function createConnections(config: ConnectionConfig, logger: Logger): Con
     if (!answering(socket)) socket.destroy();
   }
 
+  /** Answers a connection beyond the cap with 503 and closes it, without Node's HTTP parser. */
   function refuse(socket: Socket): void {
     if (!full) {
       full = true;
@@ -88,6 +89,7 @@ export function createConnections(config: ConnectionConfig, logger: Logger): Con
     });
   }
 
+  /** Keeps each connection's current request, and closes it after its answer once draining. */
   function trackExchanges(server: Server): void {
     server.on('request', (request: IncomingMessage, response: ServerResponse) => {
       const { socket } = request;

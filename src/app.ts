@@ -3,6 +3,7 @@ import { frameworkErrors, installErrorHandlers } from './api/http-errors.ts';
 import { type RouteTable, restApi } from './api/index.ts';
 import { createTokenSet } from './auth/tokens.ts';
 import type { Config } from './config.ts';
+import { createConnections } from './connections.ts';
 import { newId } from './ids.ts';
 import { ingestPlugin } from './ingest/ingest-plugin.ts';
 import type { Logger } from './logger.ts';
@@ -30,15 +31,18 @@ export async function buildApp({
   metrics,
   keyring,
 }: AppDeps): Promise<{ app: FastifyInstance; routes: RouteTable }> {
+  const connections = createConnections(config, logger);
   const app = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
     bodyLimit: config.maxBodyBytes,
     genReqId: () => newId('op'),
-    return503OnClosing: true,
+    return503OnClosing: false,
     forceCloseConnections: 'idle',
     frameworkErrors,
+    ...connections.serverOptions,
   });
   installErrorHandlers(app);
+  connections.install(app);
   const routes: RouteTable = [];
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/metrics', async (_request, reply) => {
@@ -104,8 +108,12 @@ export async function buildGrpcApp(
     http2: true,
     loggerInstance: deps.logger as FastifyBaseLogger,
     genReqId: () => newId('op'),
+    return503OnClosing: false,
     forceCloseConnections: true,
+    http2SessionTimeout: deps.config.keepAliveTimeoutMs,
   }) as unknown as FastifyInstance;
+  // No HTTP/1.1 answer is possible before an HTTP/2 session: Node closes connections beyond.
+  app.server.maxConnections = deps.config.maxConnections;
   installErrorHandlers(app);
   await app.register(ingestPlugin, ingestOptions(deps));
   return app;

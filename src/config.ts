@@ -39,6 +39,14 @@ export interface Config {
   secretsKey: Buffer | undefined;
   /** Earlier keys, accepted to decrypt while a rotation re-encrypts with secretsKey. */
   previousSecretsKeys: Buffer[];
+  /** Time a client has to send a whole HTTP/1.1 request, headers and body, ms. */
+  requestTimeoutMs: number;
+  /** Time a client has to send a request's headers, ms (at most requestTimeoutMs). */
+  headersTimeoutMs: number;
+  /** How long an idle keep-alive connection (or HTTP/2 session) stays open, ms. */
+  keepAliveTimeoutMs: number;
+  /** Client connections each listener holds at once; beyond, 503 ERR_TOO_MANY_CONNECTIONS. */
+  maxConnections: number;
 }
 
 /** A configuration value that prevents the service from starting. */
@@ -141,6 +149,14 @@ export function loadConfig(env: Env = process.env): Config {
       'must be 20-200 characters of letters, digits, "_", "-" or "."',
     );
   }
+  const requestTimeoutMs = integer(env, 'REQUEST_TIMEOUT_MS', 30_000, 100, 3_600_000);
+  const headersTimeoutMs = integer(
+    env,
+    'HEADERS_TIMEOUT_MS',
+    Math.min(10_000, requestTimeoutMs),
+    100,
+    requestTimeoutMs,
+  );
   const databaseUrl = env.DATABASE_URL || undefined;
   if (databaseUrl !== undefined && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
     throw new ConfigError('DATABASE_URL', 'must start with postgres:// or postgresql://');
@@ -172,5 +188,9 @@ export function loadConfig(env: Env = process.env): Config {
     previousSecretsKeys: list(env, 'SECRETS_KEY_PREVIOUS', '').map((raw) =>
       parseSecretsKey(raw, 'SECRETS_KEY_PREVIOUS'),
     ),
+    requestTimeoutMs,
+    headersTimeoutMs,
+    keepAliveTimeoutMs: integer(env, 'KEEP_ALIVE_TIMEOUT_MS', 72_000, 100, 3_600_000),
+    maxConnections: integer(env, 'MAX_CONNECTIONS', 512, 1, 1_000_000),
   };
 }

@@ -32,6 +32,11 @@ export const ERROR_CODES = {
   ERR_BACKPRESSURE: { status: 503, connect: Code.ResourceExhausted, retriable: true },
   ERR_UNAVAILABLE: { status: 503, connect: Code.Unavailable, retriable: true },
   ERR_INTERNAL: { status: 500, connect: Code.Internal, retriable: true },
+  // Answered on the connection, before a request exists (Node's HTTP parser or the socket).
+  ERR_MALFORMED_REQUEST: { status: 400, connect: Code.InvalidArgument, retriable: false },
+  ERR_REQUEST_TIMEOUT: { status: 408, connect: Code.DeadlineExceeded, retriable: true },
+  ERR_HEADERS_TOO_LARGE: { status: 431, connect: Code.ResourceExhausted, retriable: false },
+  ERR_TOO_MANY_CONNECTIONS: { status: 503, connect: Code.Unavailable, retriable: true },
 } as const;
 
 /** A stable error code from ERROR_CODES. */

@@ -1,7 +1,10 @@
+import type { FastifyRequest } from 'fastify';
 import pino, { type DestinationStream } from 'pino';
 
-// Fastify's request serializer logs method, url, host and peer, never headers or bodies; keep it
-// so. These paths are the backstop for objects that may hold a secret when someone logs them.
+const CENSOR = '[redacted]';
+
+// The request serializer logs method, URL, host and peer, never headers or bodies; keep it so.
+// These paths are the backstop for objects that may hold a secret when someone logs them.
 // pino's `*` stands for exactly one level, so each depth that occurs in the code is listed.
 const REDACT = [
   // The bearer token (API key or ingest token) if a request or its headers are ever logged.
@@ -27,9 +30,40 @@ const REDACT = [
   'err.params',
 ];
 
+/**
+ * A URL with every query value (or bare parameter) censored: clients put tokens in any
+ * parameter (`?token=`, `?api_key=`, `?sig=`), and the names alone are enough to debug with.
+ */
+export function redactQuery(url: string): string {
+  const start = url.indexOf('?');
+  if (start < 0) return url;
+  const params = url
+    .slice(start + 1)
+    .split('&')
+    .map((param) => {
+      const eq = param.indexOf('=');
+      return eq < 0 ? CENSOR : `${param.slice(0, eq)}=${CENSOR}`;
+    });
+  return `${url.slice(0, start)}?${params.join('&')}`;
+}
+
+const redactUrl = (url: unknown) => (typeof url === 'string' ? redactQuery(url) : url);
+
+// Fastify's own request serializer, but for the query string; any other logged `url` too.
+const serializers = {
+  req: (request: FastifyRequest) => ({
+    method: request.method,
+    url: redactUrl(request.url),
+    host: request.host,
+    remoteAddress: request.ip,
+    remotePort: request.socket?.remotePort,
+  }),
+  url: redactUrl,
+};
+
 /** The service's structured JSON logger; `destination` defaults to stdout (tests capture it). */
 export function createLogger(level: string, destination?: DestinationStream) {
-  const options = { level, redact: { paths: REDACT, censor: '[redacted]' } };
+  const options = { level, serializers, redact: { paths: REDACT, censor: CENSOR } };
   return destination === undefined ? pino(options) : pino(options, destination);
 }
 

@@ -1,5 +1,17 @@
+import { maxHeaderSize, STATUS_CODES } from 'node:http';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, errorBody } from '../errors.ts';
+
+/** The log message for a request whose connection closed before all of it arrived. */
+export const CLOSED_MID_REQUEST = 'the connection closed before the whole request arrived';
+
+/**
+ * True when the connection closed mid-request (the client aborted its upload, or it was cut for
+ * being too slow): reading the body failed, but nothing was accepted and nobody is left to answer.
+ */
+export function closedMidRequest(request: { destroyed: boolean; complete: boolean }): boolean {
+  return request.destroyed && !request.complete;
+}
 
 /** Fastify's own request errors, mapped to the service's stable codes. */
 function fromFastify(error: FastifyError): AppError | undefined {
@@ -22,12 +34,27 @@ function fromFastify(error: FastifyError): AppError | undefined {
   return undefined;
 }
 
-/** Every 4xx/5xx gets the error body of DESIGN.md §4; unexpected errors are logged, never shown. */
+/**
+ * Every 4xx/5xx gets the error body of DESIGN.md §4; unexpected errors are logged, never shown.
+ * Requests that arrive while the server closes get 503 ERR_UNAVAILABLE (Fastify's own
+ * return503OnClosing answers with another body, so it is off).
+ */
 export function installErrorHandlers(app: FastifyInstance): void {
+  let closing = false;
+  app.addHook('preClose', (done) => {
+    closing = true;
+    done();
+  });
+  app.addHook('onRequest', (request, reply, done) => {
+    if (!closing) return done();
+    const error = new AppError('ERR_UNAVAILABLE', 'the service is shutting down; retry');
+    reply.code(503).send(errorBody(error, request.id));
+  });
   app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     const appError =
       error instanceof AppError ? error : (fromFastify(error) ?? AppError.from(error));
-    if (appError.status >= 500) request.log.error({ err: error }, 'request failed');
+    if (closedMidRequest(request.raw)) request.log.info(CLOSED_MID_REQUEST);
+    else if (appError.status >= 500) request.log.error({ err: error }, 'request failed');
     else request.log.info({ error_code: appError.code }, appError.message);
     if (appError.code === 'ERR_METHOD_NOT_ALLOWED' && Array.isArray(appError.details.allowed)) {
       reply.header('allow', appError.details.allowed.join(', '));
@@ -67,4 +94,56 @@ export function frameworkErrors(
     request.log.error({ err: error }, 'request failed');
   }
   reply.code(appError.status).send(errorBody(appError, request.id));
+}
+
+/** Timeouts the HTTP/1.1 server enforces, for the message of ERR_REQUEST_TIMEOUT. */
+export interface ReceiveTimeouts {
+  headersTimeoutMs: number;
+  requestTimeoutMs: number;
+}
+
+/**
+ * What Node's HTTP server reports on a connection before (or instead of) a request, as the
+ * answer to send; undefined for errors that leave nothing to answer (a reset, a socket error).
+ */
+export function fromClientError(
+  error: Error & { code?: string; reason?: unknown },
+  timeouts: ReceiveTimeouts,
+): AppError | undefined {
+  if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+    return new AppError(
+      'ERR_REQUEST_TIMEOUT',
+      `the request was not received in time (headers within ${timeouts.headersTimeoutMs} ms, ` +
+        `all of it within ${timeouts.requestTimeoutMs} ms)`,
+      {
+        headers_timeout_ms: timeouts.headersTimeoutMs,
+        request_timeout_ms: timeouts.requestTimeoutMs,
+      },
+    );
+  }
+  if (error.code === 'HPE_HEADER_OVERFLOW') {
+    return new AppError(
+      'ERR_HEADERS_TOO_LARGE',
+      `the request line and headers are larger than ${maxHeaderSize} bytes`,
+      { max_bytes: maxHeaderSize },
+    );
+  }
+  if (error.code?.startsWith('HPE_')) {
+    // llhttp's reason is a fixed description ("Invalid method encountered"), never client bytes.
+    const reason = typeof error.reason === 'string' ? `: ${error.reason}` : '';
+    return new AppError('ERR_MALFORMED_REQUEST', `the request is not valid HTTP/1.1${reason}`);
+  }
+  return undefined;
+}
+
+/** A whole HTTP/1.1 response carrying the error body, for a socket that has no request to reply to. */
+export function rawErrorResponse(error: AppError, operationId: string): string {
+  const body = JSON.stringify(errorBody(error, operationId));
+  return (
+    `HTTP/1.1 ${error.status} ${STATUS_CODES[error.status]}\r\n` +
+    'Content-Type: application/json; charset=utf-8\r\n' +
+    `Content-Length: ${Buffer.byteLength(body)}\r\n` +
+    'Connection: close\r\n\r\n' +
+    body
+  );
 }

@@ -4,6 +4,7 @@ import { brotliDecompress, gunzip, inflate } from 'node:zlib';
 import { fromBinary, fromJsonString, toBinary, toJsonString } from '@bufbuild/protobuf';
 import { Code, ConnectError } from '@connectrpc/connect';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { CLOSED_MID_REQUEST, closedMidRequest } from '../api/http-errors.ts';
 import { bearerToken } from '../auth/tokens.ts';
 import { AppError } from '../errors.ts';
 import {
@@ -165,7 +166,8 @@ export async function fastPublish(
     if (error instanceof ConnectError) connectError = error;
     else {
       const appError = AppError.from(error);
-      if (appError.status >= 500) request.log.error({ err: error }, 'publish failed');
+      if (closedMidRequest(request.raw)) request.log.info(CLOSED_MID_REQUEST);
+      else if (appError.status >= 500) request.log.error({ err: error }, 'publish failed');
       connectError = appError.toConnect();
     }
     return format.protocol === 'grpc-web'

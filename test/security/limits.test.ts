@@ -2,8 +2,9 @@ import { Code, ConnectError } from '@connectrpc/connect';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Service } from '../../src/service.ts';
 import { generateEvents } from '../helpers/events.ts';
-import { expectError } from '../helpers/expect-error.ts';
+import { expectError, expectRawError } from '../helpers/expect-error.ts';
 import { ingestClient, TEST_INGEST_TOKEN } from '../helpers/ingest-client.ts';
+import { openRaw, requestHead } from '../helpers/raw-http.ts';
 import {
   type ApiClient,
   type ApiResponse,
@@ -97,6 +98,43 @@ describe('request size limits and error bodies', () => {
       expect(error?.code, `${protocol}: ${error?.message}`).toBe(Code.ResourceExhausted);
       expectNoInternals(`ingest ${protocol}`, error!.rawMessage);
     }
+  });
+
+  it('answers headers too large and malformed HTTP with the error body, then closes', async () => {
+    const cases: [string, string, number, string][] = [
+      [
+        '431',
+        requestHead('GET', '/healthz', { 'x-big': 'a'.repeat(20_000) }),
+        431,
+        'ERR_HEADERS_TOO_LARGE',
+      ],
+      ['400 not HTTP', 'HELLO THERE\r\n\r\n', 400, 'ERR_MALFORMED_REQUEST'],
+      [
+        '400 bad header',
+        'GET /healthz HTTP/1.1\r\nhost: x\r\nno colon\r\n\r\n',
+        400,
+        'ERR_MALFORMED_REQUEST',
+      ],
+      [
+        '400 two lengths',
+        requestHead('POST', '/api_keys', { 'content-length': 2, 'transfer-encoding': 'chunked' }),
+        400,
+        'ERR_MALFORMED_REQUEST',
+      ],
+    ];
+    const operations = new Set<string>();
+    for (const [what, request, status, code] of cases) {
+      const conn = await openRaw(service.url);
+      conn.send(request);
+      const answer = await conn.response();
+      await conn.closed;
+      expectRawError(answer, status, code);
+      expect(answer.headers.connection, what).toBe('close');
+      operations.add(JSON.parse(answer.body).details.operation_id);
+      seen.push({ what, text: answer.body });
+    }
+    expect(operations.size).toBe(cases.length);
+    expect((await api('GET', '/agent_ingresses')).status).toBe(200);
   });
 
   it('shows no stack trace, source file or path in any error body', async () => {

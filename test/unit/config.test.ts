@@ -14,6 +14,17 @@ describe('configuration', () => {
       logLevel: 'info',
     });
     expect(config.dataDir).toMatch(/\/data$/);
+    expect(config).toMatchObject({
+      requestTimeoutMs: 30_000,
+      headersTimeoutMs: 10_000,
+      keepAliveTimeoutMs: 72_000,
+      maxConnections: 512,
+    });
+  });
+
+  it('keeps the headers timeout within the request timeout', () => {
+    expect(loadConfig({ REQUEST_TIMEOUT_MS: '4000' }).headersTimeoutMs).toBe(4000);
+    expect(loadConfig({ HEADERS_TIMEOUT_MS: '2000' }).headersTimeoutMs).toBe(2000);
   });
 
   it.each([
@@ -30,6 +41,11 @@ describe('configuration', () => {
     [{ SECRETS_KEY: 'c2hvcnQ=' }, 'SECRETS_KEY must be 32 bytes'],
     [{ SECRETS_KEY: 'z'.repeat(64) }, 'SECRETS_KEY must be 32 bytes'],
     [{ SECRETS_KEY_PREVIOUS: `${'a'.repeat(64)},nope` }, 'SECRETS_KEY_PREVIOUS must be 32 bytes'],
+    [
+      { REQUEST_TIMEOUT_MS: '5000', HEADERS_TIMEOUT_MS: '6000' },
+      'HEADERS_TIMEOUT_MS must be between 100 and 5000, got 6000',
+    ],
+    [{ MAX_CONNECTIONS: '0' }, 'MAX_CONNECTIONS must be between 1 and 1000000, got 0'],
   ])('rejects %o', (env, message) => {
     expect(() => loadConfig(env)).toThrow(`invalid configuration: ${message}`);
   });

@@ -60,9 +60,9 @@ export function createDestinations(deps: DestinationsDeps): Destinations {
   let syncing = Promise.resolve();
 
   /** A target that cannot be built parks its destination (error visible) instead of failing the pipeline. */
-  function sinkOrBroken(config: DestinationConfig, logger: Logger): Sink {
+  async function sinkOrBroken(config: DestinationConfig, logger: Logger): Promise<Sink> {
     try {
-      return createSink(config.target, { dataDir: deps.dataDir, logger });
+      return await createSink(config.target, { dataDir: deps.dataDir, logger });
     } catch (error) {
       const message = `cannot build the destination's target: ${(error as Error).message}`;
       return {
@@ -83,7 +83,7 @@ export function createDestinations(deps: DestinationsDeps): Destinations {
     const kind = Object.keys(config.target)[0] ?? 'unknown';
     const destination = createDestination({
       id: config.id,
-      sink: instrumentSink(sinkOrBroken(config, logger), kind, deps.metrics),
+      sink: instrumentSink(await sinkOrBroken(config, logger), kind, deps.metrics),
       spool: instrumentSpool(spool, kind, deps.metrics),
       batcher: deps.batcher,
       logger,

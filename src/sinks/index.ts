@@ -1,12 +1,7 @@
 import { join } from 'node:path';
 import type { Logger } from '../logger.ts';
-import { type ClickHouseSinkSettings, parseClickHouseSinkConfig } from './clickhouse/config.ts';
-import { createClickHouseSink } from './clickhouse/sink.ts';
-import { tableForEventType } from './clickhouse/tables.ts';
-import { parseFileSinkConfig } from './file/config.ts';
-import { createFileSink } from './file/sink.ts';
-import { type KafkaSinkSettings, parseKafkaSinkConfig } from './kafka/config.ts';
-import { createKafkaSink } from './kafka/sink.ts';
+import type { ClickHouseSinkSettings } from './clickhouse/config.ts';
+import type { KafkaSinkSettings } from './kafka/config.ts';
 import type { Sink } from './types.ts';
 
 /** A destination's target as the API stores it: exactly one of the supported kinds. */
@@ -21,13 +16,20 @@ export function fileBaseDir(dataDir: string): string {
   return join(dataDir, 'events');
 }
 
-/** Builds the sink of a stored target. */
-export function createSink(
+/**
+ * Builds the sink of a stored target. Each kind's module (and its client library: kafkajs,
+ * @clickhouse/client) loads on first use, so a start loads only the kinds configured.
+ */
+export async function createSink(
   target: TargetSettings,
   deps: { dataDir: string; logger: Logger },
-): Sink {
+): Promise<Sink> {
   const { logger } = deps;
   if (target.file !== undefined) {
+    const [{ parseFileSinkConfig }, { createFileSink }] = await Promise.all([
+      import('./file/config.ts'),
+      import('./file/sink.ts'),
+    ]);
     const config = parseFileSinkConfig(
       {
         path: target.file.path,
@@ -39,9 +41,19 @@ export function createSink(
     return createFileSink({ config, logger });
   }
   if (target.kafka !== undefined) {
+    const [{ parseKafkaSinkConfig }, { createKafkaSink }] = await Promise.all([
+      import('./kafka/config.ts'),
+      import('./kafka/sink.ts'),
+    ]);
     return createKafkaSink({ config: parseKafkaSinkConfig(target.kafka), logger });
   }
   if (target.clickhouse !== undefined) {
+    const [{ parseClickHouseSinkConfig }, { createClickHouseSink }, { tableForEventType }] =
+      await Promise.all([
+        import('./clickhouse/config.ts'),
+        import('./clickhouse/sink.ts'),
+        import('./clickhouse/tables.ts'),
+      ]);
     return createClickHouseSink({
       config: parseClickHouseSinkConfig(target.clickhouse),
       tableFor: tableForEventType,

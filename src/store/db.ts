@@ -1,7 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { PGlite } from '@electric-sql/pglite';
-import pg from 'pg';
+import type { PGlite } from '@electric-sql/pglite';
 
 /** The rows a query returns, whichever engine ran it. */
 export interface QueryResult<Row> {
@@ -30,6 +29,8 @@ export function isUniqueViolation(error: unknown): boolean {
 
 /** Opens PGlite under `dataDir/store` (or in memory when dataDir is null). */
 export async function openPglite(dataDir: string | null): Promise<Db> {
+  // Each engine's library loads only when it is the one configured (a faster start).
+  const { PGlite } = await import('@electric-sql/pglite');
   let db: PGlite;
   if (dataDir === null) {
     db = new PGlite();
@@ -50,6 +51,7 @@ export async function openPglite(dataDir: string | null): Promise<Db> {
 
 /** Opens a PostgreSQL pool. */
 export async function openPostgres(connectionString: string): Promise<Db> {
+  const { default: pg } = await import('pg');
   const pool = new pg.Pool({ connectionString, max: 10 });
   // An idle client's connection can end under us (server restart, admin terminate): the pool
   // drops it and the next query opens another; without a listener it would crash the process.

@@ -11,7 +11,8 @@ import { median, percentile, ratioOf } from './lib/stats.ts';
 // against the same two starts of bench/pglite-server.ts: PGlite alone opening the same kind of
 // directory and listening, the floor of a service that opens its store before it listens. A
 // bare `node` listening on a port is shown too (the runtime's own start). Service and baseline
-// alternate which goes first in each round, so machine noise hits both.
+// alternate which goes first in each round, so machine noise hits both. The service keeps its
+// compile cache under DATA_DIR, so a first start here is cold, as a user's is, and a restart warm.
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 

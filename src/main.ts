@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { enableCompileCache } from 'node:module';
 import { join } from 'node:path';
 import { ConfigError, loadConfig } from './config.ts';
@@ -14,9 +15,12 @@ try {
 // Node keeps the compiled (type-stripped) modules under DATA_DIR, the service's own directory
 // (not the shared temp dir, where another user could plant code), so a restart loads them in
 // about half the time; the route-events workers inherit it through the environment. Only a
-// cache: it stays off when it cannot be written; NODE_DISABLE_COMPILE_CACHE=1 turns it off.
-const compileCache = enableCompileCache(join(config.dataDir, 'compile-cache')).directory;
-if (compileCache !== undefined) process.env.NODE_COMPILE_CACHE ??= compileCache;
+// cache: it stays off when it cannot be written; NODE_DISABLE_COMPILE_CACHE=1 turns it off. Not
+// before DATA_DIR exists: Node would create it, and the service creates it as it sees fit.
+if (existsSync(config.dataDir)) {
+  const compileCache = enableCompileCache(join(config.dataDir, 'compile-cache')).directory;
+  if (compileCache !== undefined) process.env.NODE_COMPILE_CACHE ??= compileCache;
+}
 const { createLogger } = await import('./logger.ts');
 const { startService } = await import('./service.ts');
 

@@ -64,9 +64,9 @@ export function createDestinations(deps: DestinationsDeps): Destinations {
   let firstSync = true;
 
   /** A target that cannot be built parks its destination (error visible) instead of failing the pipeline. */
-  function sinkOrBroken(config: DestinationConfig, logger: Logger): Sink {
+  async function sinkOrBroken(config: DestinationConfig, logger: Logger): Promise<Sink> {
     try {
-      return createSink(config.target, {
+      return await createSink(config.target, {
         dataDir: deps.dataDir,
         accountId: config.accountId,
         logger,
@@ -120,7 +120,7 @@ export function createDestinations(deps: DestinationsDeps): Destinations {
     const kind = Object.keys(config.target)[0] ?? 'unknown';
     const destination = createDestination({
       id: config.id,
-      sink: instrumentSink(sinkOrBroken(config, logger), kind, deps.metrics),
+      sink: instrumentSink(await sinkOrBroken(config, logger), kind, deps.metrics),
       spool: instrumentSpool(spool, kind, deps.metrics),
       batcher: deps.batcher,
       logger,

@@ -1,7 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { PGlite } from '@electric-sql/pglite';
-import pg from 'pg';
+import type { PGlite } from '@electric-sql/pglite';
 import { restrictTree } from '../data-dir.ts';
 import { lockStore } from './store-lock.ts';
 
@@ -35,6 +34,8 @@ export function isUniqueViolation(error: unknown): boolean {
  * lock (`dataDir/store.lock`) until close: throws StoreInUseError while another process has it.
  */
 export async function openPglite(dataDir: string | null): Promise<Db> {
+  // Each engine's library loads only when it is the one configured (a faster start).
+  const { PGlite } = await import('@electric-sql/pglite');
   const dir = dataDir === null ? undefined : join(dataDir, 'store');
   if (dir !== undefined) mkdirSync(dir, { recursive: true, mode: 0o700 });
   const lock = dir === undefined ? undefined : lockStore(`${dir}.lock`, dir);
@@ -68,6 +69,7 @@ export async function openPglite(dataDir: string | null): Promise<Db> {
 
 /** Opens a PostgreSQL pool. */
 export async function openPostgres(connectionString: string): Promise<Db> {
+  const { default: pg } = await import('pg');
   const pool = new pg.Pool({ connectionString, max: 10 });
   // An idle client's connection can end under us (server restart, admin terminate): the pool
   // drops it and the next query opens another; without a listener it would crash the process.

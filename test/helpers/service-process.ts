@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { freePort } from './free-port.ts';
 import { TEST_INGEST_TOKEN } from './ingest-client.ts';
 import { type ApiClient, apiClient } from './service.ts';
@@ -13,8 +14,14 @@ export const SERVICE_DIR = process.env.SERVICE_ROOT ?? join(import.meta.dirname,
 // util-linux: --pdeathsig makes the service die with the test process (it execs node in place,
 // so the pid and the signals the test sends stay the service's).
 const SETPRIV = '/usr/bin/setpriv';
-const START_TIMEOUT_MS = 30_000;
 const READY_LINE = /Agent Ingress listening on (\S+)/;
+const ACCOUNT_LINE = /Created account (ac_[A-Za-z0-9]+)/;
+// How long a start takes is not what these tests check, and a busy machine makes it many times
+// slower: a start is waited for as long as the process uses CPU time (see waitForStart).
+const STALL_MS = 20_000;
+// Shared by every service the tests start: each first start on a fresh DATA_DIR would otherwise
+// compile all modules again (the service keeps its own cache under DATA_DIR).
+const COMPILE_CACHE = join(SERVICE_DIR, 'node_modules', '.cache', 'agent-ingress', 'compile-cache');
 
 /** The API key every process started here gets on its empty store. */
 export const PROCESS_BOOTSTRAP_KEY = 'fault_bootstrap_key_0123456789abcdef';
@@ -81,6 +88,7 @@ export async function startServiceProcess(options: ServiceProcessOptions): Promi
     LOG_LEVEL: 'warn',
     BOOTSTRAP_API_KEY: PROCESS_BOOTSTRAP_KEY,
     INGEST_TOKENS: TEST_INGEST_TOKEN,
+    NODE_COMPILE_CACHE: COMPILE_CACHE,
     ...options.env,
   };
   // The pinned runtime of this test process (vitest runs under npx's node 24).
@@ -106,37 +114,20 @@ export async function startServiceProcess(options: ServiceProcessOptions): Promi
     }),
   );
 
-  const url = await new Promise<string>((resolve, reject) => {
-    const fail = (why: string) => {
-      clearTimeout(timer);
-      child.stdout!.off('data', check);
-      reject(new Error(`service ${why}\n--- stdout ---\n${stdout}\n--- stderr ---\n${stderr}`));
-    };
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      fail(`did not start in ${START_TIMEOUT_MS} ms`);
-    }, START_TIMEOUT_MS);
-    const check = () => {
-      const m = READY_LINE.exec(stdout);
-      if (!m) return;
-      clearTimeout(timer);
-      child.stdout!.off('data', check);
-      resolve(m[1]);
-    };
-    child.stdout!.on('data', check);
-    exited.then((exit) => fail(`exited during start (${exit.code ?? exit.signal})`));
-  });
-  // On a first start the "Created account" line follows the listening line (a separate write,
-  // so it may come a moment later on a busy machine).
-  const account = /Created account (ac_[A-Za-z0-9]+)/;
-  for (let waited = 0; firstStart && !account.test(stdout) && waited < 10_000; waited += 20) {
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  const accountId = account.exec(stdout)?.[1];
-  if (firstStart && accountId === undefined) {
-    child.kill('SIGKILL');
-    throw new Error(`service printed no "Created account" line on its first start:\n${stdout}`);
-  }
+  // Started: it says where it listens and, on a first start, which account it created (a
+  // separate write, so it may come a moment later).
+  await waitForStart(
+    child,
+    () => {
+      if (!READY_LINE.test(stdout)) return 'the "listening" line';
+      if (firstStart && !ACCOUNT_LINE.test(stdout)) return 'the "Created account" line';
+      return undefined;
+    },
+    exited,
+    () => `--- stdout ---\n${stdout}\n--- stderr ---\n${stderr}`,
+  );
+  const url = READY_LINE.exec(stdout)![1];
+  const accountId = ACCOUNT_LINE.exec(stdout)?.[1];
 
   const running = () => child.exitCode === null && child.signalCode === null;
   const service: ServiceProcess = {
@@ -176,4 +167,53 @@ export async function startServiceProcess(options: ServiceProcessOptions): Promi
     },
   };
   return service;
+}
+
+/**
+ * Polls until `awaiting()` (what the start has yet to print) is undefined; rejects when the
+ * process exits first, or when it has used no CPU time for STALL_MS (it is stuck, e.g. waiting
+ * for something that will not come: killed). There is no other deadline; where /proc cannot
+ * tell CPU time, the test's own timeout bounds the wait.
+ */
+async function waitForStart(
+  child: ChildProcess,
+  awaiting: () => string | undefined,
+  exited: Promise<ProcessExit>,
+  output: () => string,
+): Promise<void> {
+  let exit: ProcessExit | undefined;
+  exited.then((e) => {
+    exit = e;
+  });
+  let ticks = cpuTicks(child.pid!);
+  let progressAt = Date.now();
+  for (let what = awaiting(); what !== undefined; what = awaiting()) {
+    if (exit !== undefined) {
+      const how = exit.code ?? exit.signal;
+      throw new Error(`service exited during start (${how}) before ${what}\n${output()}`);
+    }
+    await sleep(25);
+    const now = cpuTicks(child.pid!);
+    if (now === undefined || now !== ticks) {
+      ticks = now;
+      progressAt = Date.now();
+    } else if (Date.now() - progressAt > STALL_MS) {
+      child.kill('SIGKILL');
+      throw new Error(
+        `service stalled during start: no CPU time for ${STALL_MS} ms, and no ${what}\n${output()}`,
+      );
+    }
+  }
+}
+
+/** User plus system CPU time a process has used, in clock ticks (undefined without /proc). */
+function cpuTicks(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // proc_pid_stat(5): after "pid (comm) " come state, …; utime and stime are fields 14 and 15.
+    const fields = stat.slice(stat.lastIndexOf(') ') + 2).split(' ');
+    return Number(fields[11]) + Number(fields[12]);
+  } catch {
+    return undefined;
+  }
 }

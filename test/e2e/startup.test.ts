@@ -1,0 +1,48 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { health, route, until } from '../faults/support.ts';
+import { LOADED_PACKAGES_HOOK, loadedPackages } from '../helpers/loaded-packages.ts';
+import { type ServiceProcess, startServiceProcess } from '../helpers/service-process.ts';
+
+// What a start costs is mostly what it loads: the service loads a library only when its
+// configuration uses it, so a start with no Kafka or ClickHouse destination, on the embedded
+// store, pays for neither client nor for the PostgreSQL driver, nor for JSON-schema compilers
+// no route needs.
+
+const UNUSED_AT_START = ['kafkajs', '@clickhouse/client', 'pg', 'ajv', '@fastify/ajv-compiler'];
+
+describe('start-up', () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'agin-e2e-startup-'));
+  const services: ServiceProcess[] = [];
+  afterAll(async () => {
+    await Promise.all(services.filter((s) => s.running()).map((s) => s.stop('SIGKILL')));
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it("loads a sink kind's client library only once a destination of that kind exists", async () => {
+    const first = await startServiceProcess({
+      dataDir,
+      nodeArgs: ['--import', LOADED_PACKAGES_HOOK],
+    });
+    services.push(first);
+    expect((await first.stop()).code).toBe(0);
+    const atStart = loadedPackages(first.stderr());
+    expect(atStart).toContain('@electric-sql/pglite');
+    expect(atStart.filter((name) => UNUSED_AT_START.includes(name))).toEqual([]);
+
+    const second = await first.restart();
+    services.push(second);
+    const [kafkaId] = await route(
+      second.api,
+      [{ kafka: { brokers: ['127.0.0.1:9'], topic: 'never-written' } }],
+      [{ type: 'tcp_connection_closed.v0' }],
+    );
+    await until('the Kafka destination is open', () => health(second.api, kafkaId), 30_000);
+    expect((await second.stop()).code).toBe(0);
+    const withKafka = loadedPackages(second.stderr());
+    expect(withKafka).toContain('kafkajs');
+    expect(withKafka).not.toContain('@clickhouse/client');
+  });
+});

@@ -9,9 +9,10 @@ export interface PageQuery {
 
 const MAX_LIMIT = 100;
 
-/** Parses `?limit=&before_id=` for a resource whose ids carry `prefix`. */
+/** Parses `?limit=&before_id=` (or ngrok's TypeScript client's `beforeId`) for ids with `prefix`. */
 export function parsePageQuery(query: unknown, prefix: string): PageQuery {
-  const params = (query ?? {}) as Record<string, unknown>;
+  const { beforeId: camel, ...params } = (query ?? {}) as Record<string, unknown>;
+  if (camel !== undefined) params.before_id ??= camel;
   for (const key of Object.keys(params)) {
     if (key !== 'limit' && key !== 'before_id') {
       throw new AppError(

@@ -159,3 +159,29 @@ export async function rejectUnstorableStrings(request: FastifyRequest): Promise<
     }
   }
 }
+
+/**
+ * A preValidation hook for ngrok's clients, which repeat the path's ids in the body (`id` on
+ * PATCH, `subscription_id` and `type` on event sources): `echoes` maps such a body field to the
+ * path parameter it repeats. An equal value is dropped; another `id` is a 400. A different `type`
+ * is left for the route (which says a source's type cannot change).
+ */
+export function acceptPathEchoes(echoes: Record<string, string>) {
+  return async (request: FastifyRequest): Promise<void> => {
+    const params = (request.params ?? {}) as Record<string, string>;
+    const body = request.body;
+    if (body === null || typeof body !== 'object' || Array.isArray(body)) return;
+    const fields = body as JsonObject;
+    for (const [field, param] of Object.entries(echoes)) {
+      if (params[param] === undefined || fields[field] === undefined) continue;
+      if (fields[field] === params[param]) delete fields[field];
+      else if (field !== 'type') {
+        throw new AppError(
+          'ERR_INVALID_FIELD',
+          `"${field}" must equal the ${param} in the path, ${JSON.stringify(params[param])}`,
+          { field },
+        );
+      }
+    }
+  };
+}

@@ -17,6 +17,7 @@ import { withAudit } from '../audit.ts';
 import type { ApiDeps } from '../deps.ts';
 import { pageLinks, parsePageQuery } from '../pagination.ts';
 import {
+  acceptPathEchoes,
   choiceField,
   DESCRIPTION_BYTES,
   type JsonObject,
@@ -61,6 +62,7 @@ export async function agentIngressRoutes(
   { db, config }: ApiDeps,
 ): Promise<void> {
   app.addHook('preValidation', rejectUnstorableStrings);
+  app.addHook('preValidation', acceptPathEchoes({ id: 'id' }));
   const base = config.publicUrl;
 
   /** The resource with its current provisioning job, read in the same transaction. */

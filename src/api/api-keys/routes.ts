@@ -7,6 +7,7 @@ import { withAudit } from '../audit.ts';
 import type { ApiDeps } from '../deps.ts';
 import { pageLinks, parsePageQuery } from '../pagination.ts';
 import {
+  acceptPathEchoes,
   DESCRIPTION_BYTES,
   METADATA_BYTES,
   objectWith,
@@ -25,6 +26,7 @@ function notFound(id: string): AppError {
 /** /api_keys: create (token shown once), get, list, update description/metadata, delete. */
 export async function apiKeyRoutes(app: FastifyInstance, { db, config }: ApiDeps): Promise<void> {
   app.addHook('preValidation', rejectUnstorableStrings);
+  app.addHook('preValidation', acceptPathEchoes({ id: 'id' }));
   const base = config.publicUrl;
 
   app.post('/api_keys', async (request, reply) => {

@@ -19,6 +19,7 @@ import type { ApiDeps } from '../deps.ts';
 import { pageLinks, parsePageQuery } from '../pagination.ts';
 import { routingChange } from '../routing-change.ts';
 import {
+  acceptPathEchoes,
   DESCRIPTION_BYTES,
   type JsonObject,
   METADATA_BYTES,
@@ -93,6 +94,7 @@ function formatField(body: JsonObject): 'JSON' | undefined {
  */
 export async function eventDestinationRoutes(app: FastifyInstance, deps: ApiDeps): Promise<void> {
   app.addHook('preValidation', rejectUnstorableStrings);
+  app.addHook('preValidation', acceptPathEchoes({ id: 'id' }));
   const { db, config, keyring } = deps;
   const base = config.publicUrl;
   const accountDir = (request: FastifyRequest) =>

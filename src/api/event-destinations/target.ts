@@ -19,8 +19,14 @@ import { type JsonObject, objectWith } from '../validate.ts';
 
 /** The target kinds this deployment delivers to. */
 const SUPPORTED_TARGETS = ['file', 'kafka', 'clickhouse'] as const;
-/** SPEC.md's AWS targets, recognised so that they get a clear "not supported" answer. */
-const UNSUPPORTED_TARGETS = ['firehose', 'kinesis', 'cloudwatch_logs'] as const;
+/** SPEC.md's AWS targets and the rest of ngrok's model, recognised for a clear "not supported". */
+const UNSUPPORTED_TARGETS = [
+  'firehose',
+  'kinesis',
+  'cloudwatch_logs',
+  'datadog',
+  'azure_logs_ingestion',
+] as const;
 
 const FILE_FIELDS = ['path', 'max_file_bytes', 'max_file_age_ms'];
 const KAFKA_FIELDS = ['brokers', 'topic', 'client_id', 'compression', 'sasl', 'tls'];

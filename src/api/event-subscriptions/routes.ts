@@ -23,7 +23,13 @@ import { selectPage } from '../../store/pages.ts';
 import type { ApiDeps } from '../deps.ts';
 import { pageLinks, parsePageQuery } from '../pagination.ts';
 import { routingChange } from '../routing-change.ts';
-import { type JsonObject, objectWith, rejectUnstorableStrings, stringField } from '../validate.ts';
+import {
+  acceptPathEchoes,
+  type JsonObject,
+  objectWith,
+  rejectUnstorableStrings,
+  stringField,
+} from '../validate.ts';
 import { type EventSubscription, presentEventSource, presentEventSubscription } from './present.ts';
 import {
   checkSource,
@@ -116,6 +122,12 @@ async function setDestinations(
  */
 export async function eventSubscriptionRoutes(app: FastifyInstance, deps: ApiDeps): Promise<void> {
   app.addHook('preValidation', rejectUnstorableStrings);
+  app.addHook('preValidation', async (request: FastifyRequest) => {
+    const sources = request.routeOptions.url?.includes('/sources') === true;
+    await acceptPathEchoes(sources ? { subscription_id: 'id', type: 'type' } : { id: 'id' })(
+      request,
+    );
+  });
   const { db, config } = deps;
   const base = config.publicUrl;
 

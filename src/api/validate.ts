@@ -1,5 +1,6 @@
 import type { FastifyRequest } from 'fastify';
 import { AppError } from '../errors.ts';
+import type { Resource } from './resources.ts';
 
 /** A JSON object from a request body, checked field by field by the functions below. */
 export type JsonObject = Record<string, unknown>;
@@ -34,13 +35,13 @@ export interface StringRule {
 }
 
 /** Reads an optional (or required) string field and enforces its UTF-8 byte or character bound. */
-export function stringField(
+function stringField(
   body: JsonObject,
   field: string,
   rule: StringRule & { required: true },
 ): string;
-export function stringField(body: JsonObject, field: string, rule?: StringRule): string | undefined;
-export function stringField(body: JsonObject, field: string, rule: StringRule = {}) {
+function stringField(body: JsonObject, field: string, rule?: StringRule): string | undefined;
+function stringField(body: JsonObject, field: string, rule: StringRule = {}) {
   const value = body[field];
   if (value === undefined) {
     if (rule.required) throw new AppError('ERR_MISSING_FIELD', `"${field}" is required`, { field });
@@ -88,9 +89,49 @@ export function choiceField<T extends string>(
   return value as T;
 }
 
-/** The bounds SPEC.md sets on most resources' description and metadata. */
-export const DESCRIPTION_BYTES = 255;
-export const METADATA_BYTES = 4096;
+/** A request body read against its resource's declaration: checked text fields, the rest raw. */
+export interface ReadBody {
+  /** The whole body, for the fields the route reads itself. */
+  body: JsonObject;
+  /** The declared text fields, checked (bounds, required); undefined when not given. */
+  text: Record<string, string | undefined>;
+}
+
+/**
+ * Reads a create or update body as `resource` declares it: only fields it takes (not
+ * server-assigned; on update, not a field that cannot change), required ones present, text
+ * fields within their bounds. A create whose resource requires nothing may omit the body.
+ */
+export function readBody(value: unknown, resource: Resource, mode: 'create' | 'update'): ReadBody {
+  const taken = Object.entries(resource.fields).filter(([, field]) => !field.serverAssigned);
+  if (mode === 'update' && value !== null && typeof value === 'object') {
+    for (const [name, field] of taken) {
+      if (field.notUpdatable !== undefined && name in value) {
+        throw new AppError(
+          'ERR_FIELD_NOT_UPDATABLE',
+          `"${name}" cannot be changed; ${field.notUpdatable}`,
+          { field: name },
+        );
+      }
+    }
+  }
+  const fields = taken.filter(([, field]) => mode === 'create' || field.notUpdatable === undefined);
+  const optional = mode === 'create' && !fields.some(([, field]) => field.required);
+  const body = objectWith(
+    value === undefined && optional ? {} : value,
+    fields.map(([name]) => name),
+  );
+  const text: Record<string, string | undefined> = {};
+  for (const [name, field] of fields) {
+    if (mode === 'create' && field.required && body[name] === undefined) {
+      throw new AppError('ERR_MISSING_FIELD', `"${name}" is required: ${field.doc}`, {
+        field: name,
+      });
+    }
+    if (field.text !== undefined) text[name] = stringField(body, name, field.text);
+  }
+  return { body, text };
+}
 
 // PostgreSQL keeps neither U+0000 (in text or jsonb) nor an unpaired UTF-16 surrogate (in jsonb,
 // where the audit event holds every stored value): such a string would make the store fail, a
@@ -163,25 +204,16 @@ export async function rejectUnstorableStrings(request: FastifyRequest): Promise<
 /**
  * A preValidation hook for ngrok's clients, which repeat the path's ids in the body (`id` on
  * PATCH, `subscription_id` and `type` on event sources): `echoes` maps such a body field to the
- * path parameter it repeats. An equal value is dropped; another `id` is a 400. A different `type`
- * is left for the route (which says a source's type cannot change).
+ * path parameter it repeats. An equal value is dropped; another is left for the route to refuse
+ * (an unknown field, or a source type that cannot change).
  */
 export function acceptPathEchoes(echoes: Record<string, string>) {
   return async (request: FastifyRequest): Promise<void> => {
     const params = (request.params ?? {}) as Record<string, string>;
-    const body = request.body;
-    if (body === null || typeof body !== 'object' || Array.isArray(body)) return;
-    const fields = body as JsonObject;
+    const body = request.body as JsonObject | null | undefined;
+    if (body === null || typeof body !== 'object') return;
     for (const [field, param] of Object.entries(echoes)) {
-      if (params[param] === undefined || fields[field] === undefined) continue;
-      if (fields[field] === params[param]) delete fields[field];
-      else if (field !== 'type') {
-        throw new AppError(
-          'ERR_INVALID_FIELD',
-          `"${field}" must equal the ${param} in the path, ${JSON.stringify(params[param])}`,
-          { field },
-        );
-      }
+      if (params[param] !== undefined && body[field] === params[param]) delete body[field];
     }
   };
 }

@@ -164,12 +164,12 @@ describe('what ngrok’s clients send, answered like any other request', () => {
     expect(response.headers.get('ngrok-operation-id')).toMatch(/^op_/);
   });
 
-  it('accepts an "id" in a PATCH body equal to the path id and refuses another', async () => {
+  it('accepts an "id" in a PATCH body equal to the path id and refuses another as unknown', async () => {
     const key = await api('POST', '/api_keys', {});
     const ok = await api('PATCH', `/api_keys/${key.body.id}`, { id: key.body.id, metadata: 'm' });
     expect(ok.status).toBe(200);
     const other = await api('PATCH', `/api_keys/${key.body.id}`, { id: 'ak_other' });
-    expectError(other, 400, 'ERR_INVALID_FIELD', '"id"');
+    expectError(other, 400, 'ERR_UNKNOWN_FIELD', '"id"');
   });
 
   it('accepts subscription_id and type on sources when they equal the path', async () => {
@@ -178,7 +178,7 @@ describe('what ngrok’s clients send, answered like any other request', () => {
     const created = await api('POST', base, { subscription_id: sub.body.id, type: SOURCE });
     expect(created.status).toBe(201);
     const wrong = await api('POST', base, { subscription_id: 'esb_other', type: OTHER_SOURCE });
-    expectError(wrong, 400, 'ERR_INVALID_FIELD', '"subscription_id"');
+    expectError(wrong, 400, 'ERR_UNKNOWN_FIELD', '"subscription_id"');
     const same = await api('PATCH', `${base}/${SOURCE}`, {
       subscription_id: sub.body.id,
       type: SOURCE,

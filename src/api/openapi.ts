@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { ERROR_CODES } from '../errors.ts';
 import { type ExtraRoute, type JsonSchema, RESOURCES, type Resource } from './resources.ts';
 
@@ -175,7 +176,10 @@ function pathsOf(resource: Resource): Record<string, Record<string, Operation>> 
 }
 
 /** The OpenAPI 3.1 document of the REST API served at `publicUrl`. */
-export function openApiDocument(publicUrl: string, version: string): Record<string, unknown> {
+export function openApiDocument(publicUrl: string): Record<string, unknown> {
+  const { version } = JSON.parse(
+    readFileSync(new URL('../../package.json', import.meta.url), 'utf8'),
+  ) as { version: string };
   const schemas: Record<string, JsonSchema> = { Error: ERROR_SCHEMA };
   const paths: Record<string, unknown> = {};
   for (const resource of RESOURCES) {

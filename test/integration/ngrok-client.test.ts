@@ -195,6 +195,11 @@ describe('what ngrok’s clients send, answered like any other request', () => {
     expect(response.body.details.field).toBe(`target.${kind}`);
   });
 
+  it('refuses owner_id on API keys: a key belongs to the account of the key that made it', async () => {
+    const response = await api('POST', '/api_keys', { owner_id: 'usr_x' });
+    expectError(response, 400, 'ERR_UNKNOWN_FIELD', 'owner_id');
+  });
+
   it('takes before_id and beforeId alike', async () => {
     const first = await api('POST', '/api_keys', {});
     await api('POST', '/api_keys', {});

@@ -97,16 +97,61 @@ function describedBy(unit: 'maxBytes' | 'maxChars'): Record<string, Field> {
   };
 }
 
-const SOURCE_SCHEMA: JsonSchema = {
-  type: 'object',
-  properties: {
+/** A JSON object schema taking `properties`, of which `required` must be given. */
+function object(properties: Record<string, JsonSchema>, required: string[] = []): JsonSchema {
+  return { type: 'object', properties, required, additionalProperties: false };
+}
+
+const num = { type: 'number' } as const;
+const strings = { type: 'array', items: str } as const;
+const secret = { ...str, writeOnly: true } as const;
+const secretSet = { type: 'boolean', readOnly: true } as const;
+
+/** The target kinds this deployment delivers to, as requests give them (target.ts checks values). */
+export const TARGET_SHAPES: Record<'file' | 'kafka' | 'clickhouse', JsonSchema> = {
+  file: object({ path: str, max_file_bytes: num, max_file_age_ms: num }, ['path']),
+  kafka: object(
+    {
+      brokers: { ...strings, description: '"host:port" strings' },
+      topic: str,
+      client_id: str,
+      compression: { enum: ['none', 'gzip'], type: 'string' },
+      sasl: object({ mechanism: str, username: str, password: secret, password_set: secretSet }, [
+        'mechanism',
+        'username',
+      ]),
+      tls: { type: 'boolean' },
+    },
+    ['brokers', 'topic'],
+  ),
+  clickhouse: object(
+    {
+      url: str,
+      database: str,
+      table_prefix: str,
+      user: str,
+      password: secret,
+      password_set: secretSet,
+    },
+    ['url'],
+  ),
+};
+
+/** What PATCH of an event source takes (its type names it, so it cannot change). */
+export const SOURCE_UPDATE_SCHEMA = object({
+  filter: { ...str, description: 'CEL filter; empty: every event' },
+  fields: { ...strings, description: 'field selection; empty: every field' },
+});
+
+/** An event source: its event type, filter and field selection. */
+export const SOURCE_SCHEMA = object(
+  {
     type: { ...str, description: 'event type, e.g. http_request_complete.v0' },
-    filter: { ...str, description: 'CEL filter; empty: every event' },
-    fields: { type: 'array', items: str, description: 'field selection; empty: every field' },
+    ...(SOURCE_UPDATE_SCHEMA.properties as Record<string, JsonSchema>),
     uri: { ...str, readOnly: true },
   },
-  required: ['type'],
-};
+  ['type'],
+);
 
 /** The API key resource. */
 export const API_KEYS: Resource = {
@@ -186,13 +231,10 @@ export const EVENT_DESTINATIONS: Resource = {
     format: { schema: { enum: ['JSON', 'json'] }, doc: 'the only format is JSON (any case)' },
     target: {
       schema: {
-        type: 'object',
+        ...object(TARGET_SHAPES),
+        minProperties: 1,
+        maxProperties: 1,
         description: 'exactly one of file, kafka, clickhouse; passwords are write-only',
-        properties: {
-          file: { type: 'object' },
-          kafka: { type: 'object' },
-          clickhouse: { type: 'object' },
-        },
       },
       required: true,
       doc: 'where events go: file, kafka or clickhouse',
@@ -274,7 +316,7 @@ export const EVENT_SUBSCRIPTIONS: Resource = {
       path: '/{id}/sources/{type}',
       summary: 'Change a source’s filter or fields',
       status: 200,
-      request: SOURCE_SCHEMA,
+      request: SOURCE_UPDATE_SCHEMA,
       response: SOURCE_SCHEMA,
     },
     {

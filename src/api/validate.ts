@@ -1,6 +1,6 @@
 import type { FastifyRequest } from 'fastify';
-import { AppError } from '../errors.ts';
-import type { Resource } from './resources.ts';
+import { AppError, type ErrorCode } from '../errors.ts';
+import type { JsonSchema, Resource } from './resources.ts';
 
 /** A JSON object from a request body, checked field by field by the functions below. */
 export type JsonObject = Record<string, unknown>;
@@ -87,6 +87,68 @@ export function choiceField<T extends string>(
     );
   }
   return value as T;
+}
+
+/** The codes of a shape's errors: a value of the wrong type, a required value not given. */
+export interface ShapeCodes {
+  invalid: ErrorCode;
+  missing: ErrorCode;
+}
+
+const KINDS: Record<string, string> = {
+  string: 'a string',
+  number: 'a number',
+  boolean: 'true or false',
+  array: 'a list of strings',
+  object: 'an object',
+};
+
+/** True when `value` has the JSON type `schema` declares (lists: of items of their type). */
+function fits(value: unknown, schema: JsonSchema): boolean {
+  switch (schema.type) {
+    case 'array':
+      return Array.isArray(value) && value.every((item) => fits(item, schema.items as JsonSchema));
+    case 'object':
+      return value !== null && typeof value === 'object' && !Array.isArray(value);
+    default:
+      return typeof value === schema.type;
+  }
+}
+
+/**
+ * Checks `value` against a declared shape (a JSON Schema of objects, strings, numbers, booleans
+ * and lists of strings): a key the shape does not take is ERR_UNKNOWN_FIELD, a required key not
+ * given or a value of another type gets `codes`; `where` is the value's dotted name.
+ */
+export function checkShape(
+  value: unknown,
+  schema: JsonSchema,
+  where: string,
+  codes: ShapeCodes,
+): void {
+  if (!fits(value, schema)) {
+    if (where === '') objectWith(value, []); // the request body itself: its own message
+    const kind = KINDS[schema.type as string];
+    throw new AppError(codes.invalid, `"${where}" must be ${kind}`, { field: where });
+  }
+  if (schema.type !== 'object') return;
+  const properties = Object.entries(schema.properties as Record<string, JsonSchema>).filter(
+    ([, property]) => property.readOnly !== true,
+  );
+  const body = objectWith(
+    value,
+    properties.map(([key]) => key),
+    where,
+  );
+  const at = (key: string) => (where === '' ? key : `${where}.${key}`);
+  for (const key of (schema.required ?? []) as string[]) {
+    if (body[key] === undefined) {
+      throw new AppError(codes.missing, `"${at(key)}" is required`, { field: at(key) });
+    }
+  }
+  for (const [key, property] of properties) {
+    if (body[key] !== undefined) checkShape(body[key], property, at(key), codes);
+  }
 }
 
 /** A request body read against its resource's declaration: checked text fields, the rest raw. */

@@ -1,5 +1,6 @@
 import { AppError } from '../errors.ts';
 import type { PagedTable } from '../store/pages.ts';
+import type { TextBound } from './validate.ts';
 
 // Every REST resource, declared once: its fields (JSON Schema, bounds, which are required,
 // updatable, server-assigned, write-only or shown once), its id prefix, path, list key and audit
@@ -15,7 +16,7 @@ export interface Field {
   /** Its JSON Schema; bounds checked in code (UTF-8 bytes) are also stated here for readers. */
   schema: JsonSchema;
   /** A plain string field the generic reader checks; other fields are read by the route. */
-  text?: { maxBytes?: number; maxChars?: number };
+  text?: TextBound;
   /** Must be given on create. */
   required?: boolean;
   /** Taken on create but never on update; the text says what to do instead. */
@@ -115,7 +116,7 @@ export const TARGET_SHAPES: Record<'file' | 'kafka' | 'clickhouse', JsonSchema> 
       brokers: { ...strings, description: '"host:port" strings' },
       topic: str,
       client_id: str,
-      compression: { enum: ['none', 'gzip'], type: 'string' },
+      compression: { ...str, description: 'none or gzip' },
       sasl: object({ mechanism: str, username: str, password: secret, password_set: secretSet }, [
         'mechanism',
         'username',
@@ -136,6 +137,12 @@ export const TARGET_SHAPES: Record<'file' | 'kafka' | 'clickhouse', JsonSchema> 
     ['url'],
   ),
 };
+
+/** An Agent Ingress's certificate policy; an omitted value takes the first choice. */
+export const CERT_POLICY_SHAPE = object({
+  authority: { enum: ['letsencrypt'] },
+  private_key_type: { enum: ['rsa', 'ecdsa'] },
+});
 
 /** What PATCH of an event source takes (its type names it, so it cannot change). */
 export const SOURCE_UPDATE_SCHEMA = object({
@@ -200,14 +207,7 @@ export const AGENT_INGRESSES: Resource = {
       doc: 'one domain per region',
     },
     certificate_management_policy: {
-      schema: {
-        type: ['object', 'null'],
-        properties: {
-          authority: { enum: ['letsencrypt'] },
-          private_key_type: { enum: ['rsa', 'ecdsa'] },
-        },
-        additionalProperties: false,
-      },
+      schema: { ...CERT_POLICY_SHAPE, type: ['object', 'null'] },
       doc: 'automatic certificates; null turns them off',
     },
     certificate_management_status: {

@@ -27,66 +27,37 @@ export function objectWith(value: unknown, allowed: readonly string[], where = '
   return value as JsonObject;
 }
 
-/** Options of a string field: its byte or character bound and whether it must be present. */
-export interface StringRule {
+/** The bound of a text field, in UTF-8 bytes or in characters. */
+export interface TextBound {
   maxBytes?: number;
   maxChars?: number;
-  required?: boolean;
 }
 
-/** Reads an optional (or required) string field and enforces its UTF-8 byte or character bound. */
-function stringField(
-  body: JsonObject,
-  field: string,
-  rule: StringRule & { required: true },
-): string;
-function stringField(body: JsonObject, field: string, rule?: StringRule): string | undefined;
-function stringField(body: JsonObject, field: string, rule: StringRule = {}) {
+/** Reads an optional string field and enforces its UTF-8 byte or character bound. */
+function textField(body: JsonObject, field: string, bound: TextBound): string | undefined {
   const value = body[field];
-  if (value === undefined) {
-    if (rule.required) throw new AppError('ERR_MISSING_FIELD', `"${field}" is required`, { field });
-    return undefined;
-  }
+  if (value === undefined) return undefined;
   if (typeof value !== 'string') {
     throw new AppError('ERR_INVALID_FIELD', `"${field}" must be a string`, { field });
   }
-  if (rule.maxBytes !== undefined && Buffer.byteLength(value, 'utf8') > rule.maxBytes) {
+  const { maxBytes, maxChars } = bound;
+  if (maxBytes !== undefined && Buffer.byteLength(value, 'utf8') > maxBytes) {
     throw new AppError(
       'ERR_FIELD_TOO_LONG',
-      `"${field}" must be at most ${rule.maxBytes} bytes of UTF-8`,
-      { field, max_bytes: rule.maxBytes },
-    );
-  }
-  if (rule.maxChars !== undefined && [...value].length > rule.maxChars) {
-    throw new AppError(
-      'ERR_FIELD_TOO_LONG',
-      `"${field}" must be at most ${rule.maxChars} characters`,
+      `"${field}" must be at most ${maxBytes} bytes of UTF-8`,
       {
         field,
-        max_chars: rule.maxChars,
+        max_bytes: maxBytes,
       },
     );
   }
-  return value;
-}
-
-/** Reads a string field that must be one of `choices`. */
-export function choiceField<T extends string>(
-  body: JsonObject,
-  field: string,
-  choices: readonly T[],
-  where: string,
-): T | undefined {
-  const value = body[field];
-  if (value === undefined) return undefined;
-  if (typeof value !== 'string' || !choices.includes(value as T)) {
-    throw new AppError(
-      'ERR_INVALID_FIELD',
-      `"${where}" must be one of ${choices.map((c) => `"${c}"`).join(', ')}`,
-      { field: where },
-    );
+  if (maxChars !== undefined && [...value].length > maxChars) {
+    throw new AppError('ERR_FIELD_TOO_LONG', `"${field}" must be at most ${maxChars} characters`, {
+      field,
+      max_chars: maxChars,
+    });
   }
-  return value as T;
+  return value;
 }
 
 /** The codes of a shape's errors: a value of the wrong type, a required value not given. */
@@ -94,6 +65,12 @@ export interface ShapeCodes {
   invalid: ErrorCode;
   missing: ErrorCode;
 }
+
+/** The codes of a request field's shape errors. */
+export const FIELD_CODES: ShapeCodes = {
+  invalid: 'ERR_INVALID_FIELD',
+  missing: 'ERR_MISSING_FIELD',
+};
 
 const KINDS: Record<string, string> = {
   string: 'a string',
@@ -105,6 +82,7 @@ const KINDS: Record<string, string> = {
 
 /** True when `value` has the JSON type `schema` declares (lists: of items of their type). */
 function fits(value: unknown, schema: JsonSchema): boolean {
+  if (schema.enum !== undefined) return (schema.enum as unknown[]).includes(value);
   switch (schema.type) {
     case 'array':
       return Array.isArray(value) && value.every((item) => fits(item, schema.items as JsonSchema));
@@ -128,7 +106,8 @@ export function checkShape(
 ): void {
   if (!fits(value, schema)) {
     if (where === '') objectWith(value, []); // the request body itself: its own message
-    const kind = KINDS[schema.type as string];
+    const choices = (schema.enum as string[] | undefined)?.map((c) => `"${c}"`).join(', ');
+    const kind = choices === undefined ? KINDS[schema.type as string] : `one of ${choices}`;
     throw new AppError(codes.invalid, `"${where}" must be ${kind}`, { field: where });
   }
   if (schema.type !== 'object') return;
@@ -190,7 +169,7 @@ export function readBody(value: unknown, resource: Resource, mode: 'create' | 'u
         field: name,
       });
     }
-    if (field.text !== undefined) text[name] = stringField(body, name, field.text);
+    if (field.text !== undefined) text[name] = textField(body, name, field.text);
   }
   return { body, text };
 }

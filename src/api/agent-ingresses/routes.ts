@@ -15,12 +15,12 @@ import { activeJobs, cancelJobs, queueJob } from '../../store/jobs.ts';
 import { withAudit } from '../audit.ts';
 import type { ApiDeps } from '../deps.ts';
 import { listRoute } from '../pagination.ts';
-import { AGENT_INGRESSES, auditEvent, notFound } from '../resources.ts';
+import { AGENT_INGRESSES, auditEvent, CERT_POLICY_SHAPE, notFound } from '../resources.ts';
 import {
   acceptPathEchoes,
-  choiceField,
+  checkShape,
+  FIELD_CODES,
   type JsonObject,
-  objectWith,
   readBody,
   rejectUnstorableStrings,
 } from '../validate.ts';
@@ -30,17 +30,15 @@ import { presentAgentIngress } from './present.ts';
 const POLICY = 'certificate_management_policy';
 const PROVISIONING_JOB = 'certificate_provisioning';
 
-/** Reads certificate_management_policy: null disables management; private_key_type defaults to rsa. */
+/** Reads certificate_management_policy: null disables management; each choice has a default. */
 function certPolicy(body: JsonObject): CertPolicy | null | undefined {
   const value = body[POLICY];
   if (value === undefined || value === null) return value;
-  const policy = objectWith(value, ['authority', 'private_key_type'], POLICY);
-  const authority = choiceField(policy, 'authority', ['letsencrypt'], `${POLICY}.authority`);
+  checkShape(value, CERT_POLICY_SHAPE, POLICY, FIELD_CODES);
+  const policy = value as Partial<CertPolicy>;
   return {
-    authority: authority ?? 'letsencrypt',
-    private_key_type:
-      choiceField(policy, 'private_key_type', ['rsa', 'ecdsa'], `${POLICY}.private_key_type`) ??
-      'rsa',
+    authority: policy.authority ?? 'letsencrypt',
+    private_key_type: policy.private_key_type ?? 'rsa',
   };
 }
 

@@ -12,7 +12,7 @@ import {
   FilterError,
 } from '../../filter/index.ts';
 import { SOURCE_SCHEMA, SOURCE_UPDATE_SCHEMA } from '../resources.ts';
-import { checkShape } from '../validate.ts';
+import { checkShape, FIELD_CODES } from '../validate.ts';
 
 // A subscription's sources: which event kinds it delivers, each with a CEL filter and a field
 // selection (traffic kinds only). Both are compiled here, when the subscription is written, so
@@ -25,8 +25,6 @@ export interface SourceInput {
   filter: string;
   fields: string[];
 }
-
-const SOURCE_CODES = { invalid: 'ERR_INVALID_FIELD', missing: 'ERR_MISSING_FIELD' } as const;
 
 function unknownEventType(type: string, field: string): AppError {
   const versioned = `${type}.v0`;
@@ -83,7 +81,7 @@ export function checkSource(source: SourceInput, where: string): void {
  * the source is the whole request body).
  */
 export function readSource(value: unknown, where: string): SourceInput {
-  checkShape(value, SOURCE_SCHEMA, where, SOURCE_CODES);
+  checkShape(value, SOURCE_SCHEMA, where, FIELD_CODES);
   const body = value as Partial<SourceInput>;
   const type = body.type!;
   if (!isKnownEventType(type)) throw unknownEventType(type, at(where, 'type'));
@@ -123,6 +121,6 @@ export function readSourceChanges(value: unknown): { filter?: string; fields?: s
       { field: 'type' },
     );
   }
-  checkShape(value, SOURCE_UPDATE_SCHEMA, '', SOURCE_CODES);
+  checkShape(value, SOURCE_UPDATE_SCHEMA, '', FIELD_CODES);
   return value as { filter?: string; fields?: string[] };
 }

@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { createApiKeyAuth } from '../auth/api-key-auth.ts';
 import { AppError } from '../errors.ts';
 import { agentIngressRoutes } from './agent-ingresses/routes.ts';
@@ -11,12 +11,17 @@ import { createRateLimitHook } from './rate-limit.ts';
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
 
 /**
- * True when a request carries no body at all (neither Content-Length nor Transfer-Encoding):
- * ngrok's clients send DELETE so, with Content-Type: application/json. `Content-Length: 0` with
- * that type is an empty JSON document, which stays malformed.
+ * True when an HTTP/1.x request carries no body at all (neither Content-Length nor
+ * Transfer-Encoding): ngrok's clients send DELETE so, with Content-Type: application/json.
+ * `Content-Length: 0` with that type is an empty JSON document, which stays malformed.
  */
-function hasNoBody(headers: Record<string, unknown>): boolean {
-  return headers['content-length'] === undefined && headers['transfer-encoding'] === undefined;
+function hasNoBody(request: FastifyRequest): boolean {
+  const { headers, raw } = request;
+  return (
+    raw.httpVersionMajor === 1 &&
+    headers['content-length'] === undefined &&
+    headers['transfer-encoding'] === undefined
+  );
 }
 
 /** Every REST route of the API (method and URL pattern), for docs and the isolation sweep. */
@@ -41,7 +46,7 @@ export async function restApi(
   app.removeAllContentTypeParsers();
   const parseJson = app.getDefaultJsonParser('error', 'error');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) =>
-    hasNoBody(request.headers) ? done(null, undefined) : parseJson(request, body as string, done),
+    hasNoBody(request) ? done(null, undefined) : parseJson(request, body as string, done),
   );
   // ngrok's clients read the operation id from this header, on answers and errors alike.
   app.addHook('onRequest', async (request, reply) => {

@@ -1,6 +1,7 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { frameworkErrors, installErrorHandlers } from './api/http-errors.ts';
 import { type RouteTable, restApi } from './api/index.ts';
+import { openApiDocument } from './api/openapi.ts';
 import { createTokenSet } from './auth/tokens.ts';
 import type { Config } from './config.ts';
 import { createConnections } from './connections.ts';
@@ -84,6 +85,9 @@ export async function buildApp({
         return result;
       }),
   };
+  // The REST API's OpenAPI document, built from the resource declarations; no API key needed.
+  const openApi = openApiDocument(config.publicUrl);
+  app.get('/openapi.json', async () => openApi);
   await app.register(restApi, {
     db: apiDb,
     config,

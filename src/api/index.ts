@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { createApiKeyAuth } from '../auth/api-key-auth.ts';
 import { AppError } from '../errors.ts';
 import { agentIngressRoutes } from './agent-ingresses/routes.ts';
@@ -9,6 +9,20 @@ import { eventSubscriptionRoutes } from './event-subscriptions/routes.ts';
 import { createRateLimitHook } from './rate-limit.ts';
 
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
+
+/**
+ * True when an HTTP/1.x request carries no body at all (neither Content-Length nor
+ * Transfer-Encoding): ngrok's clients send DELETE so, with Content-Type: application/json.
+ * `Content-Length: 0` with that type is an empty JSON document, which stays malformed.
+ */
+function hasNoBody(request: FastifyRequest): boolean {
+  const { headers, raw } = request;
+  return (
+    raw.httpVersionMajor === 1 &&
+    headers['content-length'] === undefined &&
+    headers['transfer-encoding'] === undefined
+  );
+}
 
 /** Every REST route of the API (method and URL pattern), for docs and the isolation sweep. */
 export type RouteTable = { method: string; url: string }[];
@@ -30,11 +44,14 @@ export async function restApi(
     methodsByUrl.set(route.url, methods);
   });
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser(
-    'application/json',
-    { parseAs: 'string' },
-    app.getDefaultJsonParser('error', 'error'),
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) =>
+    hasNoBody(request) ? done(null, undefined) : parseJson(request, body as string, done),
   );
+  // ngrok's clients read the operation id from this header, on answers and errors alike.
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('ngrok-operation-id', request.id);
+  });
   app.addHook('onRequest', createApiKeyAuth(deps.db));
   // After auth, so the limit is per API key and unauthenticated requests spend no one's budget.
   app.addHook(

@@ -1,5 +1,9 @@
+import type { FastifyInstance } from 'fastify';
 import { AppError } from '../errors.ts';
 import { isId } from '../ids.ts';
+import { selectPage } from '../store/pages.ts';
+import type { ApiDeps } from './deps.ts';
+import type { Resource } from './resources.ts';
 
 /** The list parameters every list route takes: `limit` 1..100 (default 100) and `before_id`. */
 export interface PageQuery {
@@ -9,9 +13,10 @@ export interface PageQuery {
 
 const MAX_LIMIT = 100;
 
-/** Parses `?limit=&before_id=` for a resource whose ids carry `prefix`. */
+/** Parses `?limit=&before_id=` (or ngrok's TypeScript client's `beforeId`) for ids with `prefix`. */
 export function parsePageQuery(query: unknown, prefix: string): PageQuery {
-  const params = (query ?? {}) as Record<string, unknown>;
+  const { beforeId: camel, ...params } = (query ?? {}) as Record<string, unknown>;
+  if (camel !== undefined) params.before_id ??= camel;
   for (const key of Object.keys(params)) {
     if (key !== 'limit' && key !== 'before_id') {
       throw new AppError(
@@ -69,4 +74,26 @@ export function pageLinks(
     uri: link(query.beforeId),
     next_page_uri: more && lastId !== undefined ? link(lastId) : null,
   };
+}
+
+/**
+ * GET /<resource>: a page of the caller's objects, newest first, under the resource's list key;
+ * `present` shows a page's rows.
+ */
+export function listRoute<Row extends { id: string }>(
+  app: FastifyInstance,
+  { db, config }: ApiDeps,
+  resource: Resource,
+  present: (rows: Row[]) => unknown[] | Promise<unknown[]>,
+): void {
+  const listUri = `${config.publicUrl}/${resource.path}`;
+  app.get(`/${resource.path}`, async (request) => {
+    const query = parsePageQuery(request.query, resource.idPrefix);
+    const { accountId } = request.caller;
+    const page = await selectPage<Row>(db, resource.path, accountId, query.limit, query.beforeId);
+    return {
+      [resource.listKey]: await present(page.rows),
+      ...pageLinks(listUri, query, page.rows.at(-1)?.id, page.more),
+    };
+  });
 }

@@ -1,5 +1,6 @@
 import type { FastifyRequest } from 'fastify';
-import { AppError } from '../errors.ts';
+import { AppError, type ErrorCode } from '../errors.ts';
+import type { JsonSchema, Resource } from './resources.ts';
 
 /** A JSON object from a request body, checked field by field by the functions below. */
 export type JsonObject = Record<string, unknown>;
@@ -26,71 +27,152 @@ export function objectWith(value: unknown, allowed: readonly string[], where = '
   return value as JsonObject;
 }
 
-/** Options of a string field: its byte or character bound and whether it must be present. */
-export interface StringRule {
+/** The bound of a text field, in UTF-8 bytes or in characters. */
+export interface TextBound {
   maxBytes?: number;
   maxChars?: number;
-  required?: boolean;
 }
 
-/** Reads an optional (or required) string field and enforces its UTF-8 byte or character bound. */
-export function stringField(
-  body: JsonObject,
-  field: string,
-  rule: StringRule & { required: true },
-): string;
-export function stringField(body: JsonObject, field: string, rule?: StringRule): string | undefined;
-export function stringField(body: JsonObject, field: string, rule: StringRule = {}) {
+/** Reads an optional string field and enforces its UTF-8 byte or character bound. */
+function textField(body: JsonObject, field: string, bound: TextBound): string | undefined {
   const value = body[field];
-  if (value === undefined) {
-    if (rule.required) throw new AppError('ERR_MISSING_FIELD', `"${field}" is required`, { field });
-    return undefined;
-  }
+  if (value === undefined) return undefined;
   if (typeof value !== 'string') {
     throw new AppError('ERR_INVALID_FIELD', `"${field}" must be a string`, { field });
   }
-  if (rule.maxBytes !== undefined && Buffer.byteLength(value, 'utf8') > rule.maxBytes) {
+  const { maxBytes, maxChars } = bound;
+  if (maxBytes !== undefined && Buffer.byteLength(value, 'utf8') > maxBytes) {
     throw new AppError(
       'ERR_FIELD_TOO_LONG',
-      `"${field}" must be at most ${rule.maxBytes} bytes of UTF-8`,
-      { field, max_bytes: rule.maxBytes },
-    );
-  }
-  if (rule.maxChars !== undefined && [...value].length > rule.maxChars) {
-    throw new AppError(
-      'ERR_FIELD_TOO_LONG',
-      `"${field}" must be at most ${rule.maxChars} characters`,
+      `"${field}" must be at most ${maxBytes} bytes of UTF-8`,
       {
         field,
-        max_chars: rule.maxChars,
+        max_bytes: maxBytes,
       },
     );
+  }
+  if (maxChars !== undefined && [...value].length > maxChars) {
+    throw new AppError('ERR_FIELD_TOO_LONG', `"${field}" must be at most ${maxChars} characters`, {
+      field,
+      max_chars: maxChars,
+    });
   }
   return value;
 }
 
-/** Reads a string field that must be one of `choices`. */
-export function choiceField<T extends string>(
-  body: JsonObject,
-  field: string,
-  choices: readonly T[],
-  where: string,
-): T | undefined {
-  const value = body[field];
-  if (value === undefined) return undefined;
-  if (typeof value !== 'string' || !choices.includes(value as T)) {
-    throw new AppError(
-      'ERR_INVALID_FIELD',
-      `"${where}" must be one of ${choices.map((c) => `"${c}"`).join(', ')}`,
-      { field: where },
-    );
-  }
-  return value as T;
+/** The codes of a shape's errors: a value of the wrong type, a required value not given. */
+export interface ShapeCodes {
+  invalid: ErrorCode;
+  missing: ErrorCode;
 }
 
-/** The bounds SPEC.md sets on most resources' description and metadata. */
-export const DESCRIPTION_BYTES = 255;
-export const METADATA_BYTES = 4096;
+/** The codes of a request field's shape errors. */
+export const FIELD_CODES: ShapeCodes = {
+  invalid: 'ERR_INVALID_FIELD',
+  missing: 'ERR_MISSING_FIELD',
+};
+
+const KINDS: Record<string, string> = {
+  string: 'a string',
+  number: 'a number',
+  boolean: 'true or false',
+  array: 'a list of strings',
+  object: 'an object',
+};
+
+/** True when `value` has the JSON type `schema` declares (lists: of items of their type). */
+function fits(value: unknown, schema: JsonSchema): boolean {
+  if (schema.enum !== undefined) return (schema.enum as unknown[]).includes(value);
+  switch (schema.type) {
+    case 'array':
+      return Array.isArray(value) && value.every((item) => fits(item, schema.items as JsonSchema));
+    case 'object':
+      return value !== null && typeof value === 'object' && !Array.isArray(value);
+    default:
+      return typeof value === schema.type;
+  }
+}
+
+/**
+ * Checks `value` against a declared shape (a JSON Schema of objects, strings, numbers, booleans
+ * and lists of strings): a key the shape does not take is ERR_UNKNOWN_FIELD, a required key not
+ * given or a value of another type gets `codes`; `where` is the value's dotted name.
+ */
+export function checkShape(
+  value: unknown,
+  schema: JsonSchema,
+  where: string,
+  codes: ShapeCodes,
+): void {
+  if (!fits(value, schema)) {
+    if (where === '') objectWith(value, []); // the request body itself: its own message
+    const choices = (schema.enum as string[] | undefined)?.map((c) => `"${c}"`).join(', ');
+    const kind = choices === undefined ? KINDS[schema.type as string] : `one of ${choices}`;
+    throw new AppError(codes.invalid, `"${where}" must be ${kind}`, { field: where });
+  }
+  if (schema.type !== 'object') return;
+  const properties = Object.entries(schema.properties as Record<string, JsonSchema>).filter(
+    ([, property]) => property.readOnly !== true,
+  );
+  const body = objectWith(
+    value,
+    properties.map(([key]) => key),
+    where,
+  );
+  const at = (key: string) => (where === '' ? key : `${where}.${key}`);
+  for (const key of (schema.required ?? []) as string[]) {
+    if (body[key] === undefined) {
+      throw new AppError(codes.missing, `"${at(key)}" is required`, { field: at(key) });
+    }
+  }
+  for (const [key, property] of properties) {
+    if (body[key] !== undefined) checkShape(body[key], property, at(key), codes);
+  }
+}
+
+/** A request body read against its resource's declaration: checked text fields, the rest raw. */
+export interface ReadBody {
+  /** The whole body, for the fields the route reads itself. */
+  body: JsonObject;
+  /** The declared text fields, checked (bounds, required); undefined when not given. */
+  text: Record<string, string | undefined>;
+}
+
+/**
+ * Reads a create or update body as `resource` declares it: only fields it takes (not
+ * server-assigned; on update, not a field that cannot change), required ones present, text
+ * fields within their bounds. A create whose resource requires nothing may omit the body.
+ */
+export function readBody(value: unknown, resource: Resource, mode: 'create' | 'update'): ReadBody {
+  const taken = Object.entries(resource.fields).filter(([, field]) => !field.serverAssigned);
+  if (mode === 'update' && value !== null && typeof value === 'object') {
+    for (const [name, field] of taken) {
+      if (field.notUpdatable !== undefined && name in value) {
+        throw new AppError(
+          'ERR_FIELD_NOT_UPDATABLE',
+          `"${name}" cannot be changed; ${field.notUpdatable}`,
+          { field: name },
+        );
+      }
+    }
+  }
+  const fields = taken.filter(([, field]) => mode === 'create' || field.notUpdatable === undefined);
+  const optional = mode === 'create' && !fields.some(([, field]) => field.required);
+  const body = objectWith(
+    value === undefined && optional ? {} : value,
+    fields.map(([name]) => name),
+  );
+  const text: Record<string, string | undefined> = {};
+  for (const [name, field] of fields) {
+    if (mode === 'create' && field.required && body[name] === undefined) {
+      throw new AppError('ERR_MISSING_FIELD', `"${name}" is required: ${field.doc}`, {
+        field: name,
+      });
+    }
+    if (field.text !== undefined) text[name] = textField(body, name, field.text);
+  }
+  return { body, text };
+}
 
 // PostgreSQL keeps neither U+0000 (in text or jsonb) nor an unpaired UTF-16 surrogate (in jsonb,
 // where the audit event holds every stored value): such a string would make the store fail, a
@@ -158,4 +240,21 @@ export async function rejectUnstorableStrings(request: FastifyRequest): Promise<
       }
     }
   }
+}
+
+/**
+ * A preValidation hook for ngrok's clients, which repeat the path's ids in the body (`id` on
+ * PATCH, `subscription_id` and `type` on event sources): `echoes` maps such a body field to the
+ * path parameter it repeats. An equal value is dropped; another is left for the route to refuse
+ * (an unknown field, or a source type that cannot change).
+ */
+export function acceptPathEchoes(echoes: Record<string, string>) {
+  return async (request: FastifyRequest): Promise<void> => {
+    const params = (request.params ?? {}) as Record<string, string>;
+    const body = request.body as JsonObject | null | undefined;
+    if (body === null || typeof body !== 'object') return;
+    for (const [field, param] of Object.entries(echoes)) {
+      if (params[param] !== undefined && body[field] === params[param]) delete body[field];
+    }
+  };
 }

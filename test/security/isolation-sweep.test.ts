@@ -2,6 +2,7 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mintApiKey } from '../../src/api/api-keys/mint.ts';
+import { RESOURCES as DECLARED } from '../../src/api/resources.ts';
 import type { Service } from '../../src/service.ts';
 import { createAccount } from '../../src/store/accounts.ts';
 import { expectError } from '../helpers/expect-error.ts';
@@ -17,14 +18,11 @@ import { STORES, type TestStore } from '../helpers/stores.ts';
 // account A's objects. A route this file cannot map to a fixture fails the suite, so a new route
 // is covered the day it is added (or the author says here how to call it).
 
-/** Each collection: the prefix its routes start with, and the key its list answer uses. */
-const RESOURCES = {
-  api_keys: { listKey: 'keys' },
-  agent_ingresses: { listKey: 'ingresses' },
-  event_destinations: { listKey: 'event_destinations' },
-  event_subscriptions: { listKey: 'event_subscriptions' },
-} as const;
-type Resource = keyof typeof RESOURCES;
+/** Each collection, from the declarations: the prefix its routes start with, its list key. */
+type Resource = (typeof DECLARED)[number]['path'];
+const RESOURCES = Object.fromEntries(
+  DECLARED.map((resource) => [resource.path, { listKey: resource.listKey }]),
+) as Record<Resource, { listKey: string }>;
 
 const SOURCE_TYPE = 'http_request_complete.v0';
 
@@ -69,7 +67,7 @@ function resourceOf(url: string): Resource {
   const first = url.split('/')[1];
   if (!Object.hasOwn(RESOURCES, first)) {
     throw new Error(
-      `isolation sweep: route prefix "/${first}" has no fixture; add it to RESOURCES in ${import.meta.filename}`,
+      `isolation sweep: route prefix "/${first}" has no fixture; declare it in src/api/resources.ts and add its fixtures to ${import.meta.filename}`,
     );
   }
   return first as Resource;

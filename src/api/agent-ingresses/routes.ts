@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AppError } from '../../errors.ts';
 import { newId } from '../../ids.ts';
 import {
@@ -12,42 +12,33 @@ import {
 } from '../../store/agent-ingresses.ts';
 import { isUniqueViolation, type Queryable } from '../../store/db.ts';
 import { activeJobs, cancelJobs, queueJob } from '../../store/jobs.ts';
-import { selectPage } from '../../store/pages.ts';
 import { withAudit } from '../audit.ts';
 import type { ApiDeps } from '../deps.ts';
-import { pageLinks, parsePageQuery } from '../pagination.ts';
+import { listRoute } from '../pagination.ts';
+import { AGENT_INGRESSES, auditEvent, CERT_POLICY_SHAPE, notFound } from '../resources.ts';
 import {
-  choiceField,
-  DESCRIPTION_BYTES,
+  acceptPathEchoes,
+  checkShape,
+  FIELD_CODES,
   type JsonObject,
-  METADATA_BYTES,
-  objectWith,
+  readBody,
   rejectUnstorableStrings,
-  stringField,
 } from '../validate.ts';
 import { normalizeDomain } from './domain.ts';
 import { presentAgentIngress } from './present.ts';
 
-const CREATE_FIELDS = ['description', 'metadata', 'domain', 'certificate_management_policy'];
-const UPDATE_FIELDS = ['description', 'metadata', 'certificate_management_policy'];
 const POLICY = 'certificate_management_policy';
 const PROVISIONING_JOB = 'certificate_provisioning';
 
-function notFound(id: string): AppError {
-  return new AppError('ERR_NOT_FOUND', `Agent Ingress "${id}" was not found`, { id });
-}
-
-/** Reads certificate_management_policy: null disables management; private_key_type defaults to rsa. */
+/** Reads certificate_management_policy: null disables management; each choice has a default. */
 function certPolicy(body: JsonObject): CertPolicy | null | undefined {
   const value = body[POLICY];
   if (value === undefined || value === null) return value;
-  const policy = objectWith(value, ['authority', 'private_key_type'], POLICY);
-  const authority = choiceField(policy, 'authority', ['letsencrypt'], `${POLICY}.authority`);
+  checkShape(value, CERT_POLICY_SHAPE, POLICY, FIELD_CODES);
+  const policy = value as Partial<CertPolicy>;
   return {
-    authority: authority ?? 'letsencrypt',
-    private_key_type:
-      choiceField(policy, 'private_key_type', ['rsa', 'ecdsa'], `${POLICY}.private_key_type`) ??
-      'rsa',
+    authority: policy.authority ?? 'letsencrypt',
+    private_key_type: policy.private_key_type ?? 'rsa',
   };
 }
 
@@ -56,12 +47,19 @@ function samePolicy(a: CertPolicy | null, b: CertPolicy | null): boolean {
 }
 
 /** /agent_ingresses CRUD per SPEC.md and DESIGN.md §4. */
-export async function agentIngressRoutes(
-  app: FastifyInstance,
-  { db, config }: ApiDeps,
-): Promise<void> {
+export async function agentIngressRoutes(app: FastifyInstance, deps: ApiDeps): Promise<void> {
   app.addHook('preValidation', rejectUnstorableStrings);
+  app.addHook('preValidation', acceptPathEchoes({ id: 'id' }));
+  const { db, config } = deps;
   const base = config.publicUrl;
+
+  /** The audit of a change the caller makes. */
+  const audit = (request: FastifyRequest, change: 'created' | 'updated' | 'deleted') => ({
+    eventType: auditEvent(AGENT_INGRESSES, change),
+    accountId: request.caller.accountId,
+    principal: request.caller,
+    publicUrl: base,
+  });
 
   /** The resource with its current provisioning job, read in the same transaction. */
   async function present(tx: Queryable, row: AgentIngressRow) {
@@ -81,24 +79,18 @@ export async function agentIngressRoutes(
   }
 
   app.post('/agent_ingresses', async (request, reply) => {
-    const body = objectWith(request.body, CREATE_FIELDS);
+    const { body, text } = readBody(request.body, AGENT_INGRESSES, 'create');
     const row: AgentIngressRow = {
-      id: newId('agin'),
+      id: newId(AGENT_INGRESSES.idPrefix),
       account_id: request.caller.accountId,
-      description: stringField(body, 'description', { maxBytes: DESCRIPTION_BYTES }) ?? '',
-      metadata: stringField(body, 'metadata', { maxBytes: METADATA_BYTES }) ?? '',
-      domain: normalizeDomain(stringField(body, 'domain', { required: true }), config.regions),
+      description: text.description ?? '',
+      metadata: text.metadata ?? '',
+      domain: normalizeDomain(text.domain!, config.regions),
       cert_policy: certPolicy(body) ?? null,
       created_at: new Date(),
     };
-    const audit = {
-      eventType: 'agent_ingress_created.v0',
-      accountId: row.account_id,
-      principal: request.caller,
-      publicUrl: base,
-    };
     try {
-      const created = await withAudit(db, audit, async (tx) => {
+      const created = await withAudit(db, audit(request, 'created'), async (tx) => {
         await insertAgentIngress(tx, row);
         await queueProvisioning(tx, row);
         return present(tx, row);
@@ -114,54 +106,24 @@ export async function agentIngressRoutes(
 
   app.get<{ Params: { id: string } }>('/agent_ingresses/:id', async (request) => {
     const row = await getAgentIngress(db, request.caller.accountId, request.params.id);
-    if (row === undefined) throw notFound(request.params.id);
+    if (row === undefined) throw notFound(AGENT_INGRESSES, request.params.id);
     return present(db, row);
   });
 
-  app.get('/agent_ingresses', async (request) => {
-    const query = parsePageQuery(request.query, 'agin');
-    const page = await selectPage<AgentIngressRow>(
-      db,
-      'agent_ingresses',
-      request.caller.accountId,
-      query.limit,
-      query.beforeId,
-    );
-    const jobs = await activeJobs(
-      db,
-      page.rows.filter((row) => row.cert_policy !== null).map((row) => row.id),
-    );
-    return {
-      ingresses: page.rows.map((row) => presentAgentIngress(row, jobs.get(row.id), config)),
-      ...pageLinks(`${base}/agent_ingresses`, query, page.rows.at(-1)?.id, page.more),
-    };
+  listRoute<AgentIngressRow>(app, deps, AGENT_INGRESSES, async (rows) => {
+    const managed = rows.filter((row) => row.cert_policy !== null).map((row) => row.id);
+    const jobs = await activeJobs(db, managed);
+    return rows.map((row) => presentAgentIngress(row, jobs.get(row.id), config));
   });
 
   app.patch<{ Params: { id: string } }>('/agent_ingresses/:id', async (request) => {
-    const raw = request.body;
-    if (raw !== null && typeof raw === 'object' && 'domain' in raw) {
-      throw new AppError(
-        'ERR_FIELD_NOT_UPDATABLE',
-        '"domain" cannot be changed; create a new Agent Ingress',
-        {
-          field: 'domain',
-        },
-      );
-    }
-    const body = objectWith(raw, UPDATE_FIELDS);
-    const description = stringField(body, 'description', { maxBytes: DESCRIPTION_BYTES });
-    const metadata = stringField(body, 'metadata', { maxBytes: METADATA_BYTES });
+    const { body, text } = readBody(request.body, AGENT_INGRESSES, 'update');
+    const { description, metadata } = text;
     const policy = certPolicy(body);
     const { accountId } = request.caller;
-    const audit = {
-      eventType: 'agent_ingress_updated.v0',
-      accountId,
-      principal: request.caller,
-      publicUrl: base,
-    };
-    return withAudit(db, audit, async (tx) => {
+    return withAudit(db, audit(request, 'updated'), async (tx) => {
       const row = await lockAgentIngress(tx, accountId, request.params.id);
-      if (row === undefined) throw notFound(request.params.id);
+      if (row === undefined) throw notFound(AGENT_INGRESSES, request.params.id);
       const updated: AgentIngressRow = {
         ...row,
         description: description ?? row.description,
@@ -175,16 +137,9 @@ export async function agentIngressRoutes(
   });
 
   app.delete<{ Params: { id: string } }>('/agent_ingresses/:id', async (request, reply) => {
-    const { accountId } = request.caller;
-    const audit = {
-      eventType: 'agent_ingress_deleted.v0',
-      accountId,
-      principal: request.caller,
-      publicUrl: base,
-    };
-    await withAudit(db, audit, async (tx) => {
-      const row = await deleteAgentIngress(tx, accountId, request.params.id);
-      if (row === undefined) throw notFound(request.params.id);
+    await withAudit(db, audit(request, 'deleted'), async (tx) => {
+      const row = await deleteAgentIngress(tx, request.caller.accountId, request.params.id);
+      if (row === undefined) throw notFound(AGENT_INGRESSES, request.params.id);
       const object = await present(tx, row);
       await cancelJobs(tx, row.id);
       return object;

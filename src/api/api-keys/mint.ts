@@ -4,6 +4,7 @@ import { newId } from '../../ids.ts';
 import { insertApiKey } from '../../store/api-keys.ts';
 import type { Db } from '../../store/db.ts';
 import { withAudit } from '../audit.ts';
+import { API_KEYS, auditEvent } from '../resources.ts';
 import { type ApiKey, presentApiKey } from './present.ts';
 
 /** Everything a new key needs; `token` overrides the random token (BOOTSTRAP_API_KEY). */
@@ -27,7 +28,7 @@ export async function mintApiKey(
   const token = key.token ?? newToken();
   const created = await withAudit(
     db,
-    { eventType: 'api_key_created.v0', accountId: key.accountId, principal, publicUrl },
+    { eventType: auditEvent(API_KEYS, 'created'), accountId: key.accountId, principal, publicUrl },
     async (tx) => {
       const row = await insertApiKey(tx, {
         id: newId('ak'),

@@ -14,23 +14,19 @@ import {
   subscriptionsUsingDestination,
   updateEventDestination,
 } from '../../store/event-destinations.ts';
-import { selectPage } from '../../store/pages.ts';
 import type { ApiDeps } from '../deps.ts';
-import { pageLinks, parsePageQuery } from '../pagination.ts';
+import { listRoute } from '../pagination.ts';
+import { auditEvent, EVENT_DESTINATIONS, notFound } from '../resources.ts';
 import { routingChange } from '../routing-change.ts';
 import {
-  DESCRIPTION_BYTES,
+  acceptPathEchoes,
   type JsonObject,
-  METADATA_BYTES,
-  objectWith,
+  readBody,
   rejectUnstorableStrings,
-  stringField,
 } from '../validate.ts';
 import { type EventDestination, presentEventDestination, withHealth } from './present.ts';
 import { completeTarget, readTarget } from './target.ts';
 import { addDestinationTestAction } from './test-action.ts';
-
-const FIELDS = ['description', 'metadata', 'format', 'target'];
 
 /** A unique violation on a destination can only be its file path within its account (migration 005). */
 function pathTaken(error: unknown): never {
@@ -72,10 +68,6 @@ function backlogOf(health: unknown): { events: number; bytes: number } | undefin
   return backlog !== undefined && backlog.events > 0 ? backlog : undefined;
 }
 
-function notFound(id: string): AppError {
-  return new AppError('ERR_NOT_FOUND', `event destination "${id}" was not found`, { id });
-}
-
 /** SPEC.md's only format is `JSON`; DESIGN.md §4 accepts any letter case and returns `JSON`. */
 function formatField(body: JsonObject): 'JSON' | undefined {
   const value = body.format;
@@ -93,6 +85,7 @@ function formatField(body: JsonObject): 'JSON' | undefined {
  */
 export async function eventDestinationRoutes(app: FastifyInstance, deps: ApiDeps): Promise<void> {
   app.addHook('preValidation', rejectUnstorableStrings);
+  app.addHook('preValidation', acceptPathEchoes({ id: 'id' }));
   const { db, config, keyring } = deps;
   const base = config.publicUrl;
   const accountDir = (request: FastifyRequest) =>
@@ -105,36 +98,27 @@ export async function eventDestinationRoutes(app: FastifyInstance, deps: ApiDeps
   /** A destination change (routingChange), answered as the presented destination. */
   const change = (
     request: FastifyRequest,
-    eventType: string,
+    kind: 'created' | 'updated' | 'deleted',
     work: (tx: Queryable) => Promise<EventDestinationRow>,
   ): Promise<EventDestination> =>
-    routingChange(deps, request, eventType, async (tx) =>
+    routingChange(deps, request, auditEvent(EVENT_DESTINATIONS, kind), async (tx) =>
       presentEventDestination(await work(tx), base),
     );
 
   app.post('/event_destinations', async (request, reply) => {
-    const body = objectWith(request.body, FIELDS);
-    const description = stringField(body, 'description', { maxBytes: DESCRIPTION_BYTES }) ?? '';
-    const metadata = stringField(body, 'metadata', { maxBytes: METADATA_BYTES }) ?? '';
+    const { body, text } = readBody(request.body, EVENT_DESTINATIONS, 'create');
     const format = formatField(body) ?? 'JSON';
-    if (body.target === undefined) {
-      throw new AppError(
-        'ERR_MISSING_FIELD',
-        '"target" is required; give one of file, kafka, clickhouse',
-        { field: 'target' },
-      );
-    }
     const target = completeTarget(readTarget(body.target), undefined, accountDir(request));
     const row: EventDestinationRow = {
-      id: newId('ed'),
+      id: newId(EVENT_DESTINATIONS.idPrefix),
       account_id: request.caller.accountId,
-      description,
-      metadata,
+      description: text.description ?? '',
+      metadata: text.metadata ?? '',
       format,
       target,
       created_at: new Date(),
     };
-    const created = await change(request, 'event_destination_created.v0', async (tx) => {
+    const created = await change(request, 'created', async (tx) => {
       await insertEventDestination(tx, row, keyring);
       return row;
     }).catch(pathTaken);
@@ -143,39 +127,25 @@ export async function eventDestinationRoutes(app: FastifyInstance, deps: ApiDeps
 
   app.get<{ Params: { id: string } }>('/event_destinations/:id', async (request) => {
     const row = await getEventDestination(db, request.caller.accountId, request.params.id, keyring);
-    if (row === undefined) throw notFound(request.params.id);
+    if (row === undefined) throw notFound(EVENT_DESTINATIONS, request.params.id);
     return show(presentEventDestination(row, base));
   });
 
-  app.get('/event_destinations', async (request) => {
-    const query = parsePageQuery(request.query, 'ed');
-    const page = await selectPage<EventDestinationRow>(
-      db,
-      'event_destinations',
-      request.caller.accountId,
-      query.limit,
-      query.beforeId,
-    );
-    return {
-      event_destinations: page.rows.map((row) =>
-        show(presentEventDestination(openRow(row, keyring), base)),
-      ),
-      ...pageLinks(`${base}/event_destinations`, query, page.rows.at(-1)?.id, page.more),
-    };
-  });
+  listRoute<EventDestinationRow>(app, deps, EVENT_DESTINATIONS, (rows) =>
+    rows.map((row) => show(presentEventDestination(openRow(row, keyring), base))),
+  );
 
   // An omitted field is unchanged; a given `target` replaces the whole target, except that an
   // omitted password is kept when the target kind stays the same.
   app.patch<{ Params: { id: string } }>('/event_destinations/:id', async (request) => {
-    const body = objectWith(request.body, FIELDS);
-    const description = stringField(body, 'description', { maxBytes: DESCRIPTION_BYTES });
-    const metadata = stringField(body, 'metadata', { maxBytes: METADATA_BYTES });
+    const { body, text } = readBody(request.body, EVENT_DESTINATIONS, 'update');
+    const { description, metadata } = text;
     const format = formatField(body);
     const target = body.target === undefined ? undefined : readTarget(body.target);
     const { accountId } = request.caller;
-    const updated = await change(request, 'event_destination_updated.v0', async (tx) => {
+    const updated = await change(request, 'updated', async (tx) => {
       const row = await lockEventDestination(tx, accountId, request.params.id, keyring);
-      if (row === undefined) throw notFound(request.params.id);
+      if (row === undefined) throw notFound(EVENT_DESTINATIONS, request.params.id);
       const next: EventDestinationRow = {
         ...row,
         description: description ?? row.description,
@@ -198,10 +168,10 @@ export async function eventDestinationRoutes(app: FastifyInstance, deps: ApiDeps
     const { accountId } = request.caller;
     const { id } = request.params;
     const discardBacklog = discardBacklogQuery(request.query);
-    await change(request, 'event_destination_deleted.v0', async (tx) => {
+    await change(request, 'deleted', async (tx) => {
       // The lock makes subscriptions that are about to name this destination wait for us.
       const row = await lockEventDestination(tx, accountId, id, keyring);
-      if (row === undefined) throw notFound(id);
+      if (row === undefined) throw notFound(EVENT_DESTINATIONS, id);
       const users = await subscriptionsUsingDestination(tx, id);
       if (users.length > 0) {
         const named = `event subscription${users.length > 1 ? 's' : ''} ${users.join(', ')}`;

@@ -9,7 +9,8 @@ import type {
   FileTarget,
   KafkaTarget,
 } from '../../store/event-destinations.ts';
-import { type JsonObject, objectWith } from '../validate.ts';
+import { TARGET_SHAPES } from '../resources.ts';
+import { checkShape, objectWith } from '../validate.ts';
 
 // A destination's `target`: exactly one of the kinds this deployment delivers to. The request's
 // JSON shape (known keys, value types) is checked here; whether the values make a usable target
@@ -19,13 +20,14 @@ import { type JsonObject, objectWith } from '../validate.ts';
 
 /** The target kinds this deployment delivers to. */
 const SUPPORTED_TARGETS = ['file', 'kafka', 'clickhouse'] as const;
-/** SPEC.md's AWS targets, recognised so that they get a clear "not supported" answer. */
-const UNSUPPORTED_TARGETS = ['firehose', 'kinesis', 'cloudwatch_logs'] as const;
-
-const FILE_FIELDS = ['path', 'max_file_bytes', 'max_file_age_ms'];
-const KAFKA_FIELDS = ['brokers', 'topic', 'client_id', 'compression', 'sasl', 'tls'];
-const SASL_FIELDS = ['mechanism', 'username', 'password'];
-const CLICKHOUSE_FIELDS = ['url', 'database', 'table_prefix', 'user', 'password'];
+/** SPEC.md's AWS targets and the rest of ngrok's model, recognised for a clear "not supported". */
+const UNSUPPORTED_TARGETS = [
+  'firehose',
+  'kinesis',
+  'cloudwatch_logs',
+  'datadog',
+  'azure_logs_ingestion',
+] as const;
 
 type Sasl = NonNullable<KafkaTarget['sasl']>;
 
@@ -44,101 +46,11 @@ function invalid(field: string, message: string): AppError {
   return new AppError('ERR_INVALID_TARGET', message, { field });
 }
 
-/** An object holding only `allowed` keys; a non-object is an invalid target, not a bad field. */
-function section(value: unknown, allowed: readonly string[], where: string): JsonObject {
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-    throw invalid(where, `"${where}" must be an object`);
-  }
-  return objectWith(value, allowed, where);
-}
-
-function optional<T>(
-  body: JsonObject,
-  key: string,
-  where: string,
-  kind: string,
-  is: (value: unknown) => value is T,
-): T | undefined {
-  const value = body[key];
-  if (value === undefined) return undefined;
-  if (!is(value)) throw invalid(`${where}.${key}`, `"${where}.${key}" must be ${kind}`);
-  return value;
-}
-
-function required<T>(
-  body: JsonObject,
-  key: string,
-  where: string,
-  kind: string,
-  is: (value: unknown) => value is T,
-): T {
-  const value = optional(body, key, where, kind, is);
-  if (value === undefined) throw invalid(`${where}.${key}`, `"${where}.${key}" is required`);
-  return value;
-}
-
-const isString = (value: unknown): value is string => typeof value === 'string';
-const isNumber = (value: unknown): value is number => typeof value === 'number';
-const isBoolean = (value: unknown): value is boolean => typeof value === 'boolean';
-const isStringList = (value: unknown): value is string[] =>
-  Array.isArray(value) && value.every(isString);
+const TARGET_CODES = { invalid: 'ERR_INVALID_TARGET', missing: 'ERR_INVALID_TARGET' } as const;
 
 // Keys whose value is undefined are left out, so stored targets hold only what was given.
 function defined<T extends object>(value: T): T {
   return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as T;
-}
-
-function readFile(value: unknown): FileTarget {
-  const where = 'target.file';
-  const body = section(value, FILE_FIELDS, where);
-  return defined({
-    path: required(body, 'path', where, 'a string', isString),
-    max_file_bytes: optional(body, 'max_file_bytes', where, 'a number', isNumber),
-    max_file_age_ms: optional(body, 'max_file_age_ms', where, 'a number', isNumber),
-  });
-}
-
-function readKafka(value: unknown): KafkaInput {
-  const where = 'target.kafka';
-  const body = section(value, KAFKA_FIELDS, where);
-  let sasl: KafkaInput['sasl'];
-  if (body.sasl !== undefined) {
-    const saslWhere = `${where}.sasl`;
-    const saslBody = section(body.sasl, SASL_FIELDS, saslWhere);
-    sasl = defined({
-      mechanism: required(
-        saslBody,
-        'mechanism',
-        saslWhere,
-        'a string',
-        isString,
-      ) as Sasl['mechanism'],
-      username: required(saslBody, 'username', saslWhere, 'a string', isString),
-      password: optional(saslBody, 'password', saslWhere, 'a string', isString),
-    });
-  }
-  return defined({
-    brokers: required(body, 'brokers', where, 'a list of "host:port" strings', isStringList),
-    topic: required(body, 'topic', where, 'a string', isString),
-    client_id: optional(body, 'client_id', where, 'a string', isString),
-    compression: optional(body, 'compression', where, 'a string', isString) as
-      | KafkaTarget['compression']
-      | undefined,
-    sasl,
-    tls: optional(body, 'tls', where, 'true or false', isBoolean),
-  });
-}
-
-function readClickHouse(value: unknown): ClickHouseTarget {
-  const where = 'target.clickhouse';
-  const body = section(value, CLICKHOUSE_FIELDS, where);
-  return defined({
-    url: required(body, 'url', where, 'a string', isString),
-    database: optional(body, 'database', where, 'a string', isString),
-    table_prefix: optional(body, 'table_prefix', where, 'a string', isString),
-    user: optional(body, 'user', where, 'a string', isString),
-    password: optional(body, 'password', where, 'a string', isString),
-  });
 }
 
 /**
@@ -147,7 +59,10 @@ function readClickHouse(value: unknown): ClickHouseTarget {
  * the wrong type) is ERR_INVALID_TARGET. Values are checked later by completeTarget.
  */
 export function readTarget(value: unknown): TargetInput {
-  const body = section(value, [...SUPPORTED_TARGETS, ...UNSUPPORTED_TARGETS], 'target');
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw invalid('target', '"target" must be an object');
+  }
+  const body = objectWith(value, [...SUPPORTED_TARGETS, ...UNSUPPORTED_TARGETS], 'target');
   const supported = `supported: ${SUPPORTED_TARGETS.join(', ')}`;
   for (const kind of UNSUPPORTED_TARGETS) {
     if (body[kind] !== undefined) {
@@ -167,14 +82,9 @@ export function readTarget(value: unknown): TargetInput {
         : `"target" must name exactly one kind of target, got ${kinds.join(' and ')}`,
     );
   }
-  switch (kinds[0]) {
-    case 'file':
-      return { file: readFile(body.file) };
-    case 'kafka':
-      return { kafka: readKafka(body.kafka) };
-    case 'clickhouse':
-      return { clickhouse: readClickHouse(body.clickhouse) };
-  }
+  const kind = kinds[0];
+  checkShape(body[kind], TARGET_SHAPES[kind], `target.${kind}`, TARGET_CODES);
+  return { [kind]: body[kind] } as TargetInput;
 }
 
 /** The sink parsers' setting names where they differ from the API's. */

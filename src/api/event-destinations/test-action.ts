@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { AppError } from '../../errors.ts';
 import { getEventDestination } from '../../store/event-destinations.ts';
 import type { ApiDeps } from '../deps.ts';
+import { EVENT_DESTINATIONS, notFound } from '../resources.ts';
 import { objectWith } from '../validate.ts';
 
 /**
@@ -18,9 +19,7 @@ export function addDestinationTestAction(app: FastifyInstance, deps: ApiDeps): v
     const { accountId } = request.caller;
     const { id } = request.params;
     const row = await getEventDestination(db, accountId, id, keyring);
-    if (row === undefined) {
-      throw new AppError('ERR_NOT_FOUND', `event destination "${id}" was not found`, { id });
-    }
+    if (row === undefined) throw notFound(EVENT_DESTINATIONS, id);
     if (deps.testDestination === undefined) {
       throw new AppError('ERR_UNAVAILABLE', 'this instance cannot send test events (no pipeline)');
     }

@@ -19,11 +19,16 @@ import {
   updateEventSource,
   updateEventSubscription,
 } from '../../store/event-subscriptions.ts';
-import { selectPage } from '../../store/pages.ts';
 import type { ApiDeps } from '../deps.ts';
-import { pageLinks, parsePageQuery } from '../pagination.ts';
+import { listRoute } from '../pagination.ts';
+import { auditEvent, EVENT_SUBSCRIPTIONS, notFound } from '../resources.ts';
 import { routingChange } from '../routing-change.ts';
-import { type JsonObject, objectWith, rejectUnstorableStrings, stringField } from '../validate.ts';
+import {
+  acceptPathEchoes,
+  type JsonObject,
+  readBody,
+  rejectUnstorableStrings,
+} from '../validate.ts';
 import { type EventSubscription, presentEventSource, presentEventSubscription } from './present.ts';
 import {
   checkSource,
@@ -33,17 +38,8 @@ import {
   type SourceInput,
 } from './sources.ts';
 
-const FIELDS = ['description', 'metadata', 'sources', 'destination_ids'];
-/** SPEC.md bounds a subscription's description and metadata in characters, not bytes. */
-const DESCRIPTION_CHARS = 255;
-const METADATA_CHARS = 4096;
-
 type Params = { Params: { id: string } };
 type SourceParams = { Params: { id: string; type: string } };
-
-function notFound(id: string): AppError {
-  return new AppError('ERR_NOT_FOUND', `event subscription "${id}" was not found`, { id });
-}
 
 function sourceNotFound(id: string, type: string): AppError {
   return new AppError(
@@ -116,6 +112,12 @@ async function setDestinations(
  */
 export async function eventSubscriptionRoutes(app: FastifyInstance, deps: ApiDeps): Promise<void> {
   app.addHook('preValidation', rejectUnstorableStrings);
+  app.addHook('preValidation', async (request: FastifyRequest) => {
+    const sources = request.routeOptions.url?.includes('/sources') === true;
+    await acceptPathEchoes(sources ? { subscription_id: 'id', type: 'type' } : { id: 'id' })(
+      request,
+    );
+  });
   const { db, config } = deps;
   const base = config.publicUrl;
 
@@ -135,9 +137,10 @@ export async function eventSubscriptionRoutes(app: FastifyInstance, deps: ApiDep
 
   const change = (
     request: FastifyRequest,
-    eventType: string,
+    kind: 'created' | 'updated' | 'deleted',
     work: (tx: Queryable) => Promise<EventSubscription>,
-  ): Promise<EventSubscription> => routingChange(deps, request, eventType, work);
+  ): Promise<EventSubscription> =>
+    routingChange(deps, request, auditEvent(EVENT_SUBSCRIPTIONS, kind), work);
 
   /** A source change: locks the subscription, runs `work`, and records a subscription update. */
   function changeSource(
@@ -146,31 +149,26 @@ export async function eventSubscriptionRoutes(app: FastifyInstance, deps: ApiDep
   ): Promise<EventSubscription> {
     const { accountId } = request.caller;
     const { id } = request.params;
-    return change(request, 'event_subscription_updated.v0', async (tx) => {
+    return change(request, 'updated', async (tx) => {
       const row = await lockEventSubscription(tx, accountId, id);
-      if (row === undefined) throw notFound(id);
+      if (row === undefined) throw notFound(EVENT_SUBSCRIPTIONS, id);
       await work(tx, row);
       return present(tx, row);
     });
   }
 
-  const readDescription = (body: JsonObject) =>
-    stringField(body, 'description', { maxChars: DESCRIPTION_CHARS });
-  const readMetadata = (body: JsonObject) =>
-    stringField(body, 'metadata', { maxChars: METADATA_CHARS });
-
   app.post('/event_subscriptions', async (request, reply) => {
-    const body = objectWith(request.body ?? {}, FIELDS);
+    const { body, text } = readBody(request.body, EVENT_SUBSCRIPTIONS, 'create');
     const row: EventSubscriptionRow = {
-      id: newId('esb'),
+      id: newId(EVENT_SUBSCRIPTIONS.idPrefix),
       account_id: request.caller.accountId,
-      description: readDescription(body) ?? '',
-      metadata: readMetadata(body) ?? '',
+      description: text.description ?? '',
+      metadata: text.metadata ?? '',
       created_at: new Date(),
     };
     const sources = body.sources === undefined ? [] : readSources(body.sources);
     const destinationIds = destinationIdsField(body) ?? [];
-    const created = await change(request, 'event_subscription_created.v0', async (tx) => {
+    const created = await change(request, 'created', async (tx) => {
       await insertEventSubscription(tx, row);
       await replaceEventSources(tx, row.id, sourceRows(row.id, sources));
       await setDestinations(tx, row.account_id, row.id, destinationIds);
@@ -181,36 +179,22 @@ export async function eventSubscriptionRoutes(app: FastifyInstance, deps: ApiDep
 
   app.get<Params>('/event_subscriptions/:id', async (request) => {
     const row = await getEventSubscription(db, request.caller.accountId, request.params.id);
-    if (row === undefined) throw notFound(request.params.id);
+    if (row === undefined) throw notFound(EVENT_SUBSCRIPTIONS, request.params.id);
     return present(db, row);
   });
 
-  app.get('/event_subscriptions', async (request) => {
-    const query = parsePageQuery(request.query, 'esb');
-    const page = await selectPage<EventSubscriptionRow>(
-      db,
-      'event_subscriptions',
-      request.caller.accountId,
-      query.limit,
-      query.beforeId,
-    );
-    return {
-      event_subscriptions: await presentAll(db, page.rows),
-      ...pageLinks(`${base}/event_subscriptions`, query, page.rows.at(-1)?.id, page.more),
-    };
-  });
+  listRoute<EventSubscriptionRow>(app, deps, EVENT_SUBSCRIPTIONS, (rows) => presentAll(db, rows));
 
   // An omitted field is unchanged; `sources` and `destination_ids` replace the whole list.
   app.patch<Params>('/event_subscriptions/:id', async (request) => {
-    const body = objectWith(request.body, FIELDS);
-    const description = readDescription(body);
-    const metadata = readMetadata(body);
+    const { body, text } = readBody(request.body, EVENT_SUBSCRIPTIONS, 'update');
+    const { description, metadata } = text;
     const sources = body.sources === undefined ? undefined : readSources(body.sources);
     const destinationIds = destinationIdsField(body);
     const { accountId } = request.caller;
-    return change(request, 'event_subscription_updated.v0', async (tx) => {
+    return change(request, 'updated', async (tx) => {
       const row = await lockEventSubscription(tx, accountId, request.params.id);
-      if (row === undefined) throw notFound(request.params.id);
+      if (row === undefined) throw notFound(EVENT_SUBSCRIPTIONS, request.params.id);
       const updated: EventSubscriptionRow = {
         ...row,
         description: description ?? row.description,
@@ -230,9 +214,9 @@ export async function eventSubscriptionRoutes(app: FastifyInstance, deps: ApiDep
   app.delete<Params>('/event_subscriptions/:id', async (request, reply) => {
     const { accountId } = request.caller;
     const { id } = request.params;
-    await change(request, 'event_subscription_deleted.v0', async (tx) => {
+    await change(request, 'deleted', async (tx) => {
       const row = await lockEventSubscription(tx, accountId, id);
-      if (row === undefined) throw notFound(id);
+      if (row === undefined) throw notFound(EVENT_SUBSCRIPTIONS, id);
       const object = await present(tx, row);
       await deleteEventSubscription(tx, accountId, id);
       return object;
@@ -242,7 +226,7 @@ export async function eventSubscriptionRoutes(app: FastifyInstance, deps: ApiDep
 
   app.get<Params>('/event_subscriptions/:id/sources', async (request) => {
     const row = await getEventSubscription(db, request.caller.accountId, request.params.id);
-    if (row === undefined) throw notFound(request.params.id);
+    if (row === undefined) throw notFound(EVENT_SUBSCRIPTIONS, request.params.id);
     const subscription = await present(db, row);
     return { sources: subscription.sources, uri: `${subscription.uri}/sources` };
   });
@@ -272,7 +256,7 @@ export async function eventSubscriptionRoutes(app: FastifyInstance, deps: ApiDep
   app.get<SourceParams>('/event_subscriptions/:id/sources/:type', async (request) => {
     const { id, type } = request.params;
     const row = await getEventSubscription(db, request.caller.accountId, id);
-    if (row === undefined) throw notFound(id);
+    if (row === undefined) throw notFound(EVENT_SUBSCRIPTIONS, id);
     const source = (await sourcesOf(db, [id])).get(id)!.find((s) => s.type === type);
     if (source === undefined) throw sourceNotFound(id, type);
     return presentEventSource(source, base);

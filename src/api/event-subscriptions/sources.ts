@@ -11,7 +11,8 @@ import {
   FieldSelectionError,
   FilterError,
 } from '../../filter/index.ts';
-import { type JsonObject, objectWith } from '../validate.ts';
+import { SOURCE_SCHEMA, SOURCE_UPDATE_SCHEMA } from '../resources.ts';
+import { checkShape, FIELD_CODES } from '../validate.ts';
 
 // A subscription's sources: which event kinds it delivers, each with a CEL filter and a field
 // selection (traffic kinds only). Both are compiled here, when the subscription is written, so
@@ -24,11 +25,6 @@ export interface SourceInput {
   filter: string;
   fields: string[];
 }
-
-/** The fields a request may give for one source. */
-export const SOURCE_FIELDS = ['type', 'filter', 'fields'];
-/** The fields a PATCH of one source may change (its type names it, so it cannot change). */
-export const SOURCE_UPDATE_FIELDS = ['filter', 'fields'];
 
 function unknownEventType(type: string, field: string): AppError {
   const versioned = `${type}.v0`;
@@ -44,23 +40,6 @@ function unknownEventType(type: string, field: string): AppError {
 // The dotted name of `key` inside the object at `where` ('' = the request body itself).
 function at(where: string, key: string): string {
   return where === '' ? key : `${where}.${key}`;
-}
-
-function filterField(body: JsonObject, where: string): string | undefined {
-  const value = body.filter;
-  if (value === undefined || typeof value === 'string') return value;
-  const field = at(where, 'filter');
-  throw new AppError('ERR_INVALID_FIELD', `"${field}" must be a string`, { field });
-}
-
-function fieldsField(body: JsonObject, where: string): string[] | undefined {
-  const value = body.fields;
-  if (value === undefined) return undefined;
-  if (!Array.isArray(value) || !value.every((name) => typeof name === 'string')) {
-    const field = at(where, 'fields');
-    throw new AppError('ERR_INVALID_FIELD', `"${field}" must be a list of field names`, { field });
-  }
-  return value;
 }
 
 /**
@@ -102,21 +81,11 @@ export function checkSource(source: SourceInput, where: string): void {
  * the source is the whole request body).
  */
 export function readSource(value: unknown, where: string): SourceInput {
-  const body = objectWith(value, SOURCE_FIELDS, where);
-  const type = body.type;
-  const field = at(where, 'type');
-  if (type === undefined) {
-    throw new AppError('ERR_MISSING_FIELD', `"${field}" is required`, { field });
-  }
-  if (typeof type !== 'string') {
-    throw new AppError('ERR_INVALID_FIELD', `"${field}" must be a string`, { field });
-  }
-  if (!isKnownEventType(type)) throw unknownEventType(type, field);
-  const source = {
-    type,
-    filter: filterField(body, where) ?? '',
-    fields: fieldsField(body, where) ?? [],
-  };
+  checkShape(value, SOURCE_SCHEMA, where, FIELD_CODES);
+  const body = value as Partial<SourceInput>;
+  const type = body.type!;
+  if (!isKnownEventType(type)) throw unknownEventType(type, at(where, 'type'));
+  const source = { type, filter: body.filter ?? '', fields: body.fields ?? [] };
   checkSource(source, where);
   return source;
 }
@@ -152,6 +121,6 @@ export function readSourceChanges(value: unknown): { filter?: string; fields?: s
       { field: 'type' },
     );
   }
-  const body = objectWith(value, SOURCE_UPDATE_FIELDS);
-  return { filter: filterField(body, ''), fields: fieldsField(body, '') };
+  checkShape(value, SOURCE_UPDATE_SCHEMA, '', FIELD_CODES);
+  return value as { filter?: string; fields?: string[] };
 }

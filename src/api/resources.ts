@@ -1,0 +1,348 @@
+import { AppError } from '../errors.ts';
+import type { PagedTable } from '../store/pages.ts';
+import type { TextBound } from './validate.ts';
+
+// Every REST resource, declared once: its fields (JSON Schema, bounds, which are required,
+// updatable, server-assigned, write-only or shown once), its id prefix, path, list key and audit
+// event. Request checks (body.ts), list routes, not-found errors, audit event names and the
+// OpenAPI document (openapi.ts) are derived from these; a route module keeps only what is truly
+// its own (a domain's normalisation, a target's parsing, a filter's compilation).
+
+/** A JSON Schema (2020-12, as OpenAPI 3.1 uses it). */
+export type JsonSchema = Record<string, unknown>;
+
+/** One field of a resource. */
+export interface Field {
+  /** Its JSON Schema; bounds checked in code (UTF-8 bytes) are also stated here for readers. */
+  schema: JsonSchema;
+  /** A plain string field the generic reader checks; other fields are read by the route. */
+  text?: TextBound;
+  /** Must be given on create. */
+  required?: boolean;
+  /** Taken on create but never on update; the text says what to do instead. */
+  notUpdatable?: string;
+  /** Set by the service: shown, never taken. */
+  serverAssigned?: boolean;
+  /** Taken, never shown (secrets). */
+  writeOnly?: boolean;
+  /** Shown only in the response that creates the object (an API key's token). */
+  shownOnce?: boolean;
+  /** Shown only when known (a destination's health, when the pipeline reports it). */
+  sometimes?: boolean;
+  /** One line for the OpenAPI document and the CLI's help. */
+  doc: string;
+}
+
+/** An action or sub-collection route a resource has beyond CRUD, for the OpenAPI document. */
+export interface ExtraRoute {
+  /** Its operation's name, e.g. `sources.create` (OpenAPI operationId `<Resource>.<name>`). */
+  name: string;
+  method: 'GET' | 'POST' | 'PATCH' | 'DELETE';
+  /** Relative to the resource's path, e.g. `/{id}/test`. */
+  path: string;
+  summary: string;
+  /** Status of success (204: no body). */
+  status: 200 | 201 | 204;
+  request?: JsonSchema;
+  response?: JsonSchema;
+  query?: Record<string, string>;
+}
+
+/** One REST resource. */
+export interface Resource {
+  /** Path segment and table, e.g. `api_keys`. */
+  path: PagedTable;
+  /** How messages name one object, e.g. `API key`. */
+  title: string;
+  /** The prefix of its ids (`ak_…`). */
+  idPrefix: string;
+  /** The key a list answer holds its objects under (ngrok's). */
+  listKey: string;
+  /** Its audit events are `<audit>_created.v0`, `_updated.v0`, `_deleted.v0`. */
+  audit: string;
+  fields: Record<string, Field>;
+  /** Query parameters DELETE takes, by name and meaning. */
+  deleteQuery?: Record<string, string>;
+  extraRoutes?: ExtraRoute[];
+}
+
+const str = { type: 'string' } as const;
+const ref = { type: 'object', properties: { id: str, uri: str }, required: ['id', 'uri'] };
+
+/** The fields every resource shows first. */
+const COMMON: Record<string, Field> = {
+  id: { schema: str, serverAssigned: true, doc: 'unique identifier' },
+  uri: { schema: str, serverAssigned: true, doc: 'URI of this object' },
+  created_at: {
+    schema: { ...str, format: 'date-time' },
+    serverAssigned: true,
+    doc: 'creation time',
+  },
+};
+
+/** description and metadata, bounded in UTF-8 bytes (SPEC.md) or, for subscriptions, characters. */
+function describedBy(unit: 'maxBytes' | 'maxChars'): Record<string, Field> {
+  const bound = (max: number) =>
+    unit === 'maxBytes' ? { maxLength: max, 'x-max-utf8-bytes': max } : { maxLength: max };
+  return {
+    description: {
+      schema: { ...str, ...bound(255) },
+      text: { [unit]: 255 },
+      doc: 'human-readable description',
+    },
+    metadata: {
+      schema: { ...str, ...bound(4096) },
+      text: { [unit]: 4096 },
+      doc: 'arbitrary user-defined data',
+    },
+  };
+}
+
+/** A JSON object schema taking `properties`, of which `required` must be given. */
+function object(properties: Record<string, JsonSchema>, required: string[] = []): JsonSchema {
+  return { type: 'object', properties, required, additionalProperties: false };
+}
+
+const num = { type: 'number' } as const;
+const strings = { type: 'array', items: str } as const;
+const secret = { ...str, writeOnly: true } as const;
+const secretSet = { type: 'boolean', readOnly: true } as const;
+
+/** The target kinds this deployment delivers to, as requests give them (target.ts checks values). */
+export const TARGET_SHAPES: Record<'file' | 'kafka' | 'clickhouse', JsonSchema> = {
+  file: object({ path: str, max_file_bytes: num, max_file_age_ms: num }, ['path']),
+  kafka: object(
+    {
+      brokers: { ...strings, description: '"host:port" strings' },
+      topic: str,
+      client_id: str,
+      compression: { ...str, description: 'none or gzip' },
+      sasl: object({ mechanism: str, username: str, password: secret, password_set: secretSet }, [
+        'mechanism',
+        'username',
+      ]),
+      tls: { type: 'boolean' },
+    },
+    ['brokers', 'topic'],
+  ),
+  clickhouse: object(
+    {
+      url: str,
+      database: str,
+      table_prefix: str,
+      user: str,
+      password: secret,
+      password_set: secretSet,
+    },
+    ['url'],
+  ),
+};
+
+/** An Agent Ingress's certificate policy; an omitted value takes the first choice. */
+export const CERT_POLICY_SHAPE = object({
+  authority: { enum: ['letsencrypt'] },
+  private_key_type: { enum: ['rsa', 'ecdsa'] },
+});
+
+/** What PATCH of an event source takes (its type names it, so it cannot change). */
+export const SOURCE_UPDATE_SCHEMA = object({
+  filter: { ...str, description: 'CEL filter; empty: every event' },
+  fields: { ...strings, description: 'field selection; empty: every field' },
+});
+
+/** An event source: its event type, filter and field selection. */
+export const SOURCE_SCHEMA = object(
+  {
+    type: { ...str, description: 'event type, e.g. http_request_complete.v0' },
+    ...(SOURCE_UPDATE_SCHEMA.properties as Record<string, JsonSchema>),
+    uri: { ...str, readOnly: true },
+  },
+  ['type'],
+);
+
+/** The API key resource. */
+export const API_KEYS: Resource = {
+  path: 'api_keys',
+  title: 'API key',
+  idPrefix: 'ak',
+  listKey: 'keys',
+  audit: 'api_key',
+  fields: {
+    ...COMMON,
+    ...describedBy('maxBytes'),
+    token: {
+      schema: { type: ['string', 'null'] },
+      serverAssigned: true,
+      shownOnce: true,
+      doc: 'the bearer token; shown only when the key is created, null afterwards',
+    },
+  },
+};
+
+/** The Agent Ingress resource. */
+export const AGENT_INGRESSES: Resource = {
+  path: 'agent_ingresses',
+  title: 'Agent Ingress',
+  idPrefix: 'agin',
+  listKey: 'ingresses',
+  audit: 'agent_ingress',
+  fields: {
+    ...COMMON,
+    ...describedBy('maxBytes'),
+    domain: {
+      schema: str,
+      text: {},
+      required: true,
+      notUpdatable: 'create a new Agent Ingress',
+      doc: 'the domain agents connect to; lower-cased, unique across the service',
+    },
+    ns_targets: {
+      schema: { type: 'array', items: str },
+      serverAssigned: true,
+      doc: 'name servers',
+    },
+    region_domains: {
+      schema: { type: 'array', items: str },
+      serverAssigned: true,
+      doc: 'one domain per region',
+    },
+    certificate_management_policy: {
+      schema: { ...CERT_POLICY_SHAPE, type: ['object', 'null'] },
+      doc: 'automatic certificates; null turns them off',
+    },
+    certificate_management_status: {
+      schema: { type: ['object', 'null'] },
+      serverAssigned: true,
+      doc: 'renewal time and the current provisioning job',
+    },
+  },
+};
+
+/** The event destination resource. */
+export const EVENT_DESTINATIONS: Resource = {
+  path: 'event_destinations',
+  title: 'event destination',
+  idPrefix: 'ed',
+  listKey: 'event_destinations',
+  audit: 'event_destination',
+  fields: {
+    ...COMMON,
+    ...describedBy('maxBytes'),
+    format: { schema: { enum: ['JSON', 'json'] }, doc: 'the only format is JSON (any case)' },
+    target: {
+      schema: {
+        ...object(TARGET_SHAPES),
+        minProperties: 1,
+        maxProperties: 1,
+        description: 'exactly one of file, kafka, clickhouse; passwords are write-only',
+      },
+      required: true,
+      doc: 'where events go: file, kafka or clickhouse',
+    },
+    health: {
+      schema: { type: 'object' },
+      serverAssigned: true,
+      sometimes: true,
+      doc: 'delivery health, when the pipeline reports it',
+    },
+  },
+  deleteQuery: { discard_backlog: 'true: drop the events still waiting in its spool' },
+  extraRoutes: [
+    {
+      name: 'test',
+      method: 'POST',
+      path: '/{id}/test',
+      summary: 'Send one test event through the pipeline',
+      status: 200,
+      response: { type: 'object' },
+    },
+  ],
+};
+
+/** The event subscription resource, with its sources as a sub-collection. */
+export const EVENT_SUBSCRIPTIONS: Resource = {
+  path: 'event_subscriptions',
+  title: 'event subscription',
+  idPrefix: 'esb',
+  listKey: 'event_subscriptions',
+  audit: 'event_subscription',
+  fields: {
+    ...COMMON,
+    ...describedBy('maxChars'),
+    sources: { schema: { type: 'array', items: SOURCE_SCHEMA }, doc: 'event types to deliver' },
+    destination_ids: {
+      schema: { type: 'array', items: str, writeOnly: true },
+      writeOnly: true,
+      doc: 'destinations to deliver to, in order',
+    },
+    destinations: {
+      schema: { type: 'array', items: ref },
+      serverAssigned: true,
+      doc: 'destinations',
+    },
+  },
+  extraRoutes: [
+    {
+      name: 'sources.list',
+      method: 'GET',
+      path: '/{id}/sources',
+      summary: 'List the sources',
+      status: 200,
+      response: {
+        type: 'object',
+        properties: { sources: { type: 'array', items: SOURCE_SCHEMA }, uri: str },
+      },
+    },
+    {
+      name: 'sources.create',
+      method: 'POST',
+      path: '/{id}/sources',
+      summary: 'Add a source',
+      status: 201,
+      request: SOURCE_SCHEMA,
+      response: SOURCE_SCHEMA,
+    },
+    {
+      name: 'sources.get',
+      method: 'GET',
+      path: '/{id}/sources/{type}',
+      summary: 'Get a source',
+      status: 200,
+      response: SOURCE_SCHEMA,
+    },
+    {
+      name: 'sources.update',
+      method: 'PATCH',
+      path: '/{id}/sources/{type}',
+      summary: 'Change a source’s filter or fields',
+      status: 200,
+      request: SOURCE_UPDATE_SCHEMA,
+      response: SOURCE_SCHEMA,
+    },
+    {
+      name: 'sources.delete',
+      method: 'DELETE',
+      path: '/{id}/sources/{type}',
+      summary: 'Remove a source',
+      status: 204,
+    },
+  ],
+};
+
+/** Every resource, in the order the API registers them. */
+export const RESOURCES: readonly Resource[] = [
+  API_KEYS,
+  AGENT_INGRESSES,
+  EVENT_DESTINATIONS,
+  EVENT_SUBSCRIPTIONS,
+];
+
+/** The 404 for an id of `resource` the caller's account does not hold. */
+export function notFound(resource: Resource, id: string): AppError {
+  return new AppError('ERR_NOT_FOUND', `${resource.title} "${id}" was not found`, { id });
+}
+
+/** The audit event type of a change to `resource`. */
+export function auditEvent(resource: Resource, change: 'created' | 'updated' | 'deleted'): string {
+  return `${resource.audit}_${change}.v0`;
+}

@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import { mintApiKey } from './api/api-keys/mint.ts';
+import { runApi } from './cli/api-command.ts';
 import { ConfigError, loadConfig } from './config.ts';
 import { accountExists, createAccount } from './store/accounts.ts';
 import { openStore } from './store/index.ts';
@@ -11,10 +12,14 @@ process.umask(0o077);
 const USAGE = `usage:
   npm run cli -- create-key --account <ac_id> [--description <text>]   mint another API key for an account
   npm run cli -- create-account [--description <text>]                create an account and its first API key
+  npm run cli -- api <resource> <operation> [args] [--field value…]   call a running service's REST API
+                                                                      (npm run cli -- api --help)
   npm run cli -- help                                                 this text (also --help, -h)
 
-Uses the same configuration as the service (DATA_DIR or DATABASE_URL). With the embedded store,
-stop the service first: only one process at a time may open it (the CLI refuses otherwise).`;
+create-key and create-account use the same configuration as the service (DATA_DIR or
+DATABASE_URL). With the embedded store, stop the service first: only one process at a time may
+open it (the CLI refuses otherwise). api talks HTTP to AGENT_INGRESS_URL (default
+http://127.0.0.1:8080) with the token in AGENT_INGRESS_API_KEY.`;
 
 // sysexits.h: a usage error, bad input data, a temporary failure (the store is busy).
 const EX_USAGE = 64;
@@ -23,6 +28,7 @@ const EX_TEMPFAIL = 75;
 
 /** Administrative commands that run against the store directly (no API key needed). */
 async function main(argv: string[]): Promise<number> {
+  if (argv[0] === 'api') return runApi(argv.slice(1));
   const { positionals, values } = parseArgs({
     args: argv,
     allowPositionals: true,

@@ -1,0 +1,240 @@
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { type ExtraRoute, type JsonSchema, RESOURCES, type Resource } from '../api/resources.ts';
+import { type Call, CliFailure, perform, render, targetFromEnv } from './api-http.ts';
+
+// `cli api <resource> <operation> …`: one subcommand per declared resource (resources.ts), one
+// per operation, and one option per field the operation takes, typed by the field's schema. No
+// resource has code of its own here: a new declaration is a new subcommand.
+
+/** sysexits.h EX_USAGE: the command line was wrong. */
+export const EXIT_USAGE = 64;
+
+type Method = Call['method'];
+type Values = Record<string, unknown>;
+
+/** The schema's types, e.g. ['object', 'null']. */
+const typesOf = (schema: JsonSchema) => [schema.type ?? 'string'].flat() as string[];
+
+function parseJson(raw: string, what: string): unknown {
+  try {
+    return JSON.parse(raw);
+  } catch {
+    throw new InvalidArgumentError(`${what} must be JSON`);
+  }
+}
+
+/** Reads one option's text as its field's schema says: JSON objects, lists, numbers, booleans. */
+function valueParser(schema: JsonSchema): (raw: string) => unknown {
+  const types = typesOf(schema);
+  if (types.includes('array')) {
+    return (raw) =>
+      raw.trim().startsWith('[')
+        ? parseJson(raw, 'a list')
+        : raw.split(',').flatMap((item) => (item.trim() === '' ? [] : [item.trim()]));
+  }
+  if (types.includes('object')) return (raw) => parseJson(raw, 'an object');
+  if (types.includes('number') || types.includes('integer')) {
+    return (raw) => {
+      if (raw.trim() === '' || Number.isNaN(Number(raw))) {
+        throw new InvalidArgumentError('must be a number');
+      }
+      return Number(raw);
+    };
+  }
+  if (types.includes('boolean')) {
+    return (raw) => {
+      if (raw !== 'true' && raw !== 'false') throw new InvalidArgumentError('true or false');
+      return raw === 'true';
+    };
+  }
+  return (raw) => raw;
+}
+
+/** `destination_ids` → `--destination-ids`. */
+const flagOf = (name: string) => `--${name.replaceAll('_', '-')}`;
+
+/** Adds one option per body field; returns how to build the body from the parsed options. */
+function bodyOptions(
+  command: Command,
+  fields: Record<string, { schema: JsonSchema; doc: string }>,
+) {
+  const byAttribute = new Map<string, string>();
+  for (const [name, field] of Object.entries(fields)) {
+    const types = typesOf(field.schema);
+    const hint = types.includes('array')
+      ? ' (comma-separated or JSON)'
+      : types.includes('object')
+        ? ' (JSON)'
+        : '';
+    const option = new Option(`${flagOf(name)} <value>`, `${field.doc}${hint}`).argParser(
+      valueParser(field.schema),
+    );
+    byAttribute.set(option.attributeName(), name);
+    command.addOption(option);
+  }
+  command.option('--json <body>', 'the whole request body as JSON; field options override it');
+  return (options: Values): Values => {
+    const base = options.json === undefined ? {} : parseJson(options.json as string, '--json');
+    if (base === null || typeof base !== 'object' || Array.isArray(base)) {
+      throw new CliFailure('--json must be a JSON object', EXIT_USAGE);
+    }
+    const body = { ...(base as Values) };
+    for (const [attribute, name] of byAttribute) {
+      if (options[attribute] !== undefined) body[name] = options[attribute];
+    }
+    return body;
+  };
+}
+
+/** Adds one option per query parameter; returns the query string of the parsed options. */
+function queryOptions(command: Command, query: Record<string, string> = {}) {
+  const byAttribute = new Map<string, string>();
+  for (const [name, doc] of Object.entries(query)) {
+    const option = new Option(`${flagOf(name)} <value>`, doc);
+    byAttribute.set(option.attributeName(), name);
+    command.addOption(option);
+  }
+  return (options: Values): string => {
+    const search = new URLSearchParams();
+    for (const [attribute, name] of byAttribute) {
+      if (options[attribute] !== undefined) search.set(name, String(options[attribute]));
+    }
+    const text = search.toString();
+    return text === '' ? '' : `?${text}`;
+  };
+}
+
+/** One operation: its positional arguments are the path's `{params}`, in order. */
+function operation(parent: Command, name: string, summary: string, path: string) {
+  const params = [...path.matchAll(/\{(\w+)\}/g)].map(([, param]) => param);
+  const command = parent.command(name).description(summary);
+  for (const param of params) command.argument(`<${param}>`);
+  command.addOption(
+    new Option('-o, --output <format>', 'json or table').choices(['json', 'table']).default('json'),
+  );
+  const pathOf = (args: string[]) =>
+    params.reduce((at, param, i) => at.replace(`{${param}}`, encodeURIComponent(args[i])), path);
+  return { command, pathOf };
+}
+
+/** Runs `call` and prints its answer as `--output` says. */
+function act(command: Command, build: (args: string[], options: Values) => Call): void {
+  command.action(async () => {
+    const options = command.opts();
+    const call = build(command.args, options);
+    const answer = await perform(targetFromEnv(), call);
+    process.stdout.write(render(answer, options.output as 'json' | 'table'));
+  });
+}
+
+/** The fields a create (or update) takes: not server-assigned (and updatable). */
+function takenFields(resource: Resource, update: boolean) {
+  return Object.fromEntries(
+    Object.entries(resource.fields).filter(
+      ([, field]) => !field.serverAssigned && !(update && field.notUpdatable !== undefined),
+    ),
+  );
+}
+
+/** The fields of an extra route's request body, without the ones only shown. */
+function requestFields(route: ExtraRoute) {
+  const properties = (route.request?.properties ?? {}) as Record<string, JsonSchema>;
+  return Object.fromEntries(
+    Object.entries(properties)
+      .filter(([, schema]) => !schema.readOnly)
+      .map(([name, schema]) => [name, { schema, doc: String(schema.description ?? name) }]),
+  );
+}
+
+/** create, get, list, update, delete and the resource's extra routes. */
+function resourceCommand(resource: Resource): Command {
+  const collection = `/${resource.path}`;
+  const item = `${collection}/{id}`;
+  const { title } = resource;
+  // Set before the operations are added: they inherit it.
+  const command = new Command(resource.path)
+    .alias(resource.path.replaceAll('_', '-'))
+    .description(`${title}s (${collection})`)
+    .exitOverride()
+    .showHelpAfterError('(add --help for usage)');
+  const crud: [string, Method, string, string][] = [
+    ['create', 'POST', collection, `create an ${title}`],
+    ['get', 'GET', item, `get an ${title}`],
+    ['list', 'GET', collection, `list ${title}s, newest first`],
+    ['update', 'PATCH', item, `change an ${title}; omitted fields stay`],
+    ['delete', 'DELETE', item, `delete an ${title}`],
+  ];
+  for (const [name, method, path, summary] of crud) {
+    const { command: op, pathOf } = operation(command, name, summary, path);
+    const body =
+      method === 'POST' || method === 'PATCH'
+        ? bodyOptions(op, takenFields(resource, method === 'PATCH'))
+        : undefined;
+    const query = queryOptions(op, method === 'DELETE' ? resource.deleteQuery : undefined);
+    if (name === 'list') {
+      op.option('--limit <n>', 'objects per page (1..100)')
+        .option('--before-id <id>', 'the last id of the previous page')
+        .option('--all', 'follow next_page_uri and print every page as one list');
+    }
+    act(op, (args, options) => ({
+      method,
+      path: pathOf(args) + (name === 'list' ? listQuery(options) : query(options)),
+      body: body?.(options),
+      allPages: name === 'list' && options.all ? resource.listKey : undefined,
+    }));
+  }
+  for (const route of resource.extraRoutes ?? []) {
+    const name = route.name.replaceAll('.', '-');
+    const { command: op, pathOf } = operation(
+      command,
+      name,
+      route.summary,
+      collection + route.path,
+    );
+    const body = route.request === undefined ? undefined : bodyOptions(op, requestFields(route));
+    const query = queryOptions(op, route.query);
+    act(op, (args, options) => ({
+      method: route.method,
+      path: pathOf(args) + query(options),
+      body: body?.(options),
+    }));
+  }
+  return command;
+}
+
+/** `?limit=…&before_id=…` of a list command's options. */
+function listQuery(options: Values): string {
+  const search = new URLSearchParams();
+  if (options.limit !== undefined) search.set('limit', String(options.limit));
+  if (options.beforeId !== undefined) search.set('before_id', String(options.beforeId));
+  const text = search.toString();
+  return text === '' ? '' : `?${text}`;
+}
+
+/** The `api` command: every declared resource as a subcommand. */
+export function apiCommand(): Command {
+  const api = new Command('api')
+    .description(
+      'call a running service over HTTP (AGENT_INGRESS_URL, default http://127.0.0.1:8080, ' +
+        'with the token in AGENT_INGRESS_API_KEY); prints JSON, or a table with --output table',
+    )
+    .exitOverride()
+    .showHelpAfterError('(add --help for usage)');
+  for (const resource of RESOURCES) api.addCommand(resourceCommand(resource));
+  return api;
+}
+
+/** Runs `api …` (argv after `api`) and returns its exit status. */
+export async function runApi(argv: string[]): Promise<number> {
+  try {
+    await apiCommand().parseAsync(argv, { from: 'user' });
+    return 0;
+  } catch (error) {
+    if (error instanceof CommanderError) return error.exitCode === 0 ? 0 : EXIT_USAGE;
+    if (error instanceof CliFailure) {
+      process.stderr.write(`${error.message}\n`);
+      return error.exitCode;
+    }
+    throw error;
+  }
+}

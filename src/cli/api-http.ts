@@ -1,0 +1,144 @@
+// The HTTP side of `cli api`: one request to a running service, `--all` paging, and printing the
+// answer (JSON, or a compact table for people) or the error body (to stderr).
+
+/** Exit status of an answer the API refused (4xx/5xx); usage errors exit 64 (cli.ts). */
+export const EXIT_API_ERROR = 1;
+/** sysexits.h EX_UNAVAILABLE: the service could not be reached. */
+export const EXIT_UNREACHABLE = 69;
+/** sysexits.h EX_CONFIG: AGENT_INGRESS_API_KEY is not set. */
+export const EXIT_CONFIG = 78;
+
+/** Where the service is and the key to call it with (AGENT_INGRESS_URL, AGENT_INGRESS_API_KEY). */
+export interface Target {
+  baseUrl: string;
+  apiKey: string;
+}
+
+/** One request: method, path (with query) and an optional JSON body. */
+export interface Call {
+  method: 'GET' | 'POST' | 'PATCH' | 'DELETE';
+  path: string;
+  body?: unknown;
+  /** Follow `next_page_uri`, gathering every page's `listKey` array into one answer. */
+  allPages?: string;
+}
+
+/** A failure that ends the command with `exitCode` after printing `message` to stderr. */
+export class CliFailure extends Error {
+  readonly exitCode: number;
+  constructor(message: string, exitCode: number) {
+    super(message);
+    this.exitCode = exitCode;
+  }
+}
+
+/** The service and key from the environment; a missing key is a configuration error. */
+export function targetFromEnv(env: NodeJS.ProcessEnv = process.env): Target {
+  const apiKey = env.AGENT_INGRESS_API_KEY;
+  if (!apiKey) {
+    throw new CliFailure('AGENT_INGRESS_API_KEY must be set to an API key token', EXIT_CONFIG);
+  }
+  return { baseUrl: env.AGENT_INGRESS_URL || 'http://127.0.0.1:8080', apiKey };
+}
+
+/** Sends one request; an error answer becomes a CliFailure naming its code and operation id. */
+async function send(target: Target, method: string, url: URL, body?: unknown): Promise<unknown> {
+  const headers: Record<string, string> = { authorization: `Bearer ${target.apiKey}` };
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  let response: Response;
+  try {
+    response = await fetch(url, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch (error) {
+    const cause = (error as { cause?: { message?: string } }).cause?.message ?? String(error);
+    throw new CliFailure(`cannot reach ${url.origin}: ${cause}`, EXIT_UNREACHABLE);
+  }
+  const text = await response.text();
+  if (response.ok) return text === '' ? undefined : JSON.parse(text);
+  throw new CliFailure(describeError(response, text), EXIT_API_ERROR);
+}
+
+/** `ERR_CODE (status): msg`, the other details, and the operation id (body or header). */
+function describeError(response: Response, text: string): string {
+  let parsed: { error_code?: string; msg?: string; details?: Record<string, unknown> } = {};
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    parsed = { msg: text };
+  }
+  const { operation_id: bodyOpId, ...details } = parsed.details ?? {};
+  const operationId = bodyOpId ?? response.headers.get('ngrok-operation-id') ?? 'unknown';
+  const lines = [`${parsed.error_code ?? 'ERROR'} (${response.status}): ${parsed.msg ?? ''}`];
+  if (Object.keys(details).length > 0) lines.push(`details: ${JSON.stringify(details)}`);
+  lines.push(`operation id: ${operationId}`);
+  return lines.join('\n');
+}
+
+/** Performs `call`; with allPages, every page's items under one list key. */
+export async function perform(target: Target, call: Call): Promise<unknown> {
+  const base = new URL(target.baseUrl);
+  const first = await send(target, call.method, new URL(call.path, base), call.body);
+  if (call.allPages === undefined) return first;
+  const key = call.allPages;
+  const answer = first as Record<string, unknown>;
+  const items = [...(answer[key] as unknown[])];
+  let next = answer.next_page_uri as string | null;
+  while (next) {
+    // Asked of the service we talk to, whatever public URL it names itself by.
+    const { pathname, search } = new URL(next);
+    const page = (await send(target, 'GET', new URL(pathname + search, base))) as Record<
+      string,
+      unknown
+    >;
+    items.push(...(page[key] as unknown[]));
+    next = page.next_page_uri as string | null;
+  }
+  return { ...answer, [key]: items, next_page_uri: null };
+}
+
+// Columns a table leaves out: long, or the same for every row.
+const HIDDEN = new Set(['uri', 'metadata']);
+
+const isScalar = (value: unknown) => value === null || typeof value !== 'object';
+
+/** The rows a table shows: the answer's array (a list) or the answer itself. */
+function rowsOf(answer: unknown): Record<string, unknown>[] {
+  if (answer === undefined || answer === null || typeof answer !== 'object') return [];
+  const arrays = Object.values(answer).filter(Array.isArray);
+  if (arrays.length === 1 && !('id' in answer)) return arrays[0] as Record<string, unknown>[];
+  return [answer as Record<string, unknown>];
+}
+
+/** A compact table of the rows' scalar fields (ids, times, descriptions, domains…). */
+export function table(answer: unknown): string {
+  const rows = rowsOf(answer);
+  const columns: string[] = [];
+  for (const row of rows) {
+    for (const [key, value] of Object.entries(row)) {
+      if (!HIDDEN.has(key) && isScalar(value) && !columns.includes(key)) columns.push(key);
+    }
+  }
+  const cell = (value: unknown) => (value === undefined || value === null ? '' : String(value));
+  const grid = [
+    columns.map((c) => c.toUpperCase()),
+    ...rows.map((r) => columns.map((c) => cell(r[c]))),
+  ];
+  const widths = columns.map((_, i) => Math.max(...grid.map((line) => line[i].length)));
+  return grid
+    .map((line) =>
+      line
+        .map((value, i) => value.padEnd(widths[i]))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
+}
+
+/** The answer as the user asked: pretty JSON (nothing for a 204) or a table. */
+export function render(answer: unknown, output: 'json' | 'table'): string {
+  if (answer === undefined) return '';
+  return output === 'table' ? `${table(answer)}\n` : `${JSON.stringify(answer, null, 2)}\n`;
+}

@@ -1,0 +1,242 @@
+import { spawn } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RESOURCES } from '../../src/api/resources.ts';
+import type { Service } from '../../src/service.ts';
+import { startTestService, TEST_BOOTSTRAP_KEY } from '../helpers/service.ts';
+import { SERVICE_DIR } from '../helpers/service-process.ts';
+import { pgliteStore, type TestStore } from '../helpers/stores.ts';
+
+// `npm run cli -- api …` (node src/cli.ts api …) as a real process against a real service:
+// every declared resource's operations, paging, tables, the extra routes and the errors.
+
+interface CliRun {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+let service: Service;
+let store: TestStore;
+
+/** Runs `node src/cli.ts api …args` with the service's URL and key in the environment. */
+function api(args: string[], env: Record<string, string> = {}): Promise<CliRun> {
+  const child = spawn(process.execPath, ['src/cli.ts', 'api', ...args], {
+    cwd: SERVICE_DIR,
+    env: {
+      ...process.env,
+      AGENT_INGRESS_URL: service.url,
+      AGENT_INGRESS_API_KEY: TEST_BOOTSTRAP_KEY,
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    stdout += chunk;
+  });
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+    stderr += chunk;
+  });
+  return new Promise((resolve) => child.once('close', (code) => resolve({ code, stdout, stderr })));
+}
+
+/** Runs a command that must succeed and returns its JSON output. */
+async function ok(args: string[]): Promise<any> {
+  const run = await api(args);
+  expect(run.stderr).toBe('');
+  expect(run.code).toBe(0);
+  return run.stdout === '' ? undefined : JSON.parse(run.stdout);
+}
+
+beforeAll(async () => {
+  store = await pgliteStore();
+  service = await startTestService(store);
+});
+
+afterAll(async () => {
+  await service?.close();
+  await store?.cleanup();
+});
+
+/** How each resource is created and changed from the command line. */
+const CASES: Record<string, { create: (n: number) => string[]; update: string[]; check: string }> =
+  {
+    api_keys: {
+      create: (n) => ['--description', `cli key ${n}`, '--metadata', '{"team":"edge"}'],
+      update: ['--description', 'renamed'],
+      check: 'description',
+    },
+    agent_ingresses: {
+      create: (n) => [
+        '--domain',
+        `cli-${n}.example.com`,
+        '--certificate-management-policy',
+        '{"authority":"letsencrypt","private_key_type":"ecdsa"}',
+      ],
+      update: ['--description', 'renamed'],
+      check: 'description',
+    },
+    event_destinations: {
+      create: (n) => ['--target', `{"file":{"path":"cli-${n}"}}`, '--format', 'json'],
+      update: ['--description', 'renamed'],
+      check: 'description',
+    },
+    event_subscriptions: {
+      create: () => ['--json', '{"sources":[{"type":"http_request_complete.v0"}]}'],
+      update: ['--description', 'renamed'],
+      check: 'description',
+    },
+  };
+
+describe('cli api', () => {
+  it('has a case for every declared resource', () => {
+    expect(Object.keys(CASES).sort()).toEqual(RESOURCES.map((r) => r.path).sort());
+  });
+
+  it.each(RESOURCES.map((r) => [r.path, r] as const))(
+    'creates, gets, lists (paged), updates and deletes %s',
+    async (path, resource) => {
+      const spec = CASES[path];
+      const created = [await ok([path, 'create', ...spec.create(1)])];
+      created.push(await ok([path, 'create', ...spec.create(2)]));
+      for (const object of created) expect(object.id).toMatch(new RegExp(`^${resource.idPrefix}_`));
+
+      // As created, less what only a create shows (a token) or the pipeline adds (health).
+      const { token: _token, ...shown } = created[0];
+      expect(await ok([path, 'get', created[0].id])).toMatchObject(shown);
+
+      const page = await ok([path, 'list', '--limit', '1']);
+      expect(page[resource.listKey]).toHaveLength(1);
+      expect(page.next_page_uri).toEqual(expect.any(String));
+      const all = await ok([path, 'list', '--limit', '1', '--all']);
+      const ids = all[resource.listKey].map((object: { id: string }) => object.id);
+      expect(ids).toEqual(expect.arrayContaining(created.map((object) => object.id)));
+      expect(new Set(ids).size).toBe(ids.length);
+      expect(all.next_page_uri).toBeNull();
+      const unpaged = await ok([path, 'list']);
+      expect(ids).toEqual(unpaged[resource.listKey].map((object: { id: string }) => object.id));
+
+      const updated = await ok([path, 'update', created[0].id, ...spec.update]);
+      expect(updated[spec.check]).toBe('renamed');
+      expect((await ok([path, 'get', created[0].id]))[spec.check]).toBe('renamed');
+
+      expect(await ok([path, 'delete', created[0].id])).toBeUndefined();
+      const gone = await api([path, 'get', created[0].id]);
+      expect(gone.code).toBe(1);
+      expect(gone.stderr).toContain('ERR_NOT_FOUND (404)');
+    },
+  );
+
+  it('takes comma-separated lists and runs the extra routes (destination test, sources)', async () => {
+    const a = await ok(['event_destinations', 'create', '--target', '{"file":{"path":"x-a"}}']);
+    const b = await ok(['event-destinations', 'create', '--target', '{"file":{"path":"x-b"}}']);
+    const tested = await ok(['event_destinations', 'test', a.id]);
+    expect(tested).toMatchObject({ delivered: true, status: 'delivered' });
+
+    const sub = await ok([
+      'event_subscriptions',
+      'create',
+      '--destination-ids',
+      `${a.id},${b.id}`,
+      '--sources',
+      '[{"type":"http_request_complete.v0"}]',
+    ]);
+    expect(sub.destinations.map((d: { id: string }) => d.id)).toEqual([a.id, b.id]);
+    const added = await ok([
+      'event_subscriptions',
+      'sources-create',
+      sub.id,
+      '--type',
+      'tcp_connection_closed.v0',
+      '--fields',
+      'conn.client_ip,conn.bytes_in',
+    ]);
+    expect(added).toMatchObject({ fields: ['conn.client_ip', 'conn.bytes_in'] });
+    const changed = await ok([
+      'event_subscriptions',
+      'sources-update',
+      sub.id,
+      'tcp_connection_closed.v0',
+      '--filter',
+      'conn.server_port == 443',
+    ]);
+    expect(changed.filter).toBe('conn.server_port == 443');
+    const got = await ok([
+      'event_subscriptions',
+      'sources-get',
+      sub.id,
+      'tcp_connection_closed.v0',
+    ]);
+    expect(got).toEqual(changed);
+    await ok(['event_subscriptions', 'sources-delete', sub.id, 'tcp_connection_closed.v0']);
+    const listed = await ok(['event_subscriptions', 'sources-list', sub.id]);
+    expect(listed.sources.map((s: { type: string }) => s.type)).toEqual([
+      'http_request_complete.v0',
+    ]);
+  });
+
+  it('prints a compact table for people with --output table', async () => {
+    const key = await ok(['api_keys', 'create', '--description', 'for the table']);
+    const run = await api(['api_keys', 'list', '--output', 'table']);
+    expect(run).toMatchObject({ code: 0, stderr: '' });
+    const [header, ...rows] = run.stdout.trimEnd().split('\n');
+    expect(header.split(/\s+/)).toEqual(
+      expect.arrayContaining(['ID', 'CREATED_AT', 'DESCRIPTION']),
+    );
+    expect(header).not.toContain('URI');
+    expect(rows.find((row) => row.startsWith(key.id))).toContain('for the table');
+    const one = await api(['api_keys', 'get', key.id, '-o', 'table']);
+    expect(one.stdout.trimEnd().split('\n')).toHaveLength(2);
+  });
+
+  it('reports an API error with its code, message and operation id on stderr, exit 1', async () => {
+    const run = await api(['agent_ingresses', 'create', '--domain', 'x'.repeat(300)]);
+    expect(run.code).toBe(1);
+    expect(run.stdout).toBe('');
+    expect(run.stderr).toMatch(/^ERR_[A-Z_]+ \(400\): .+/);
+    expect(run.stderr).toMatch(/operation id: op_[a-z0-9]+/);
+    const missing = await api(['api_keys', 'get', 'ak_doesnotexist']);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain(
+      'ERR_NOT_FOUND (404): API key "ak_doesnotexist" was not found',
+    );
+  });
+
+  it('exits 64 on a usage error, printing nothing to stdout', async () => {
+    for (const args of [
+      ['api_keys', 'frobnicate'],
+      ['api_keys', 'get'],
+      ['api_keys', 'create', '--no-such-field', 'x'],
+      ['event_destinations', 'create', '--target', '{not json'],
+      ['api_keys', 'list', '--output', 'yaml'],
+    ]) {
+      const run = await api(args);
+      expect(run.code, args.join(' ')).toBe(64);
+      expect(run.stdout).toBe('');
+      expect(run.stderr).toMatch(/error: /);
+    }
+  });
+
+  it('exits 78 without AGENT_INGRESS_API_KEY and 69 when the service is unreachable', async () => {
+    const keyless = await api(['api_keys', 'list'], { AGENT_INGRESS_API_KEY: '' });
+    expect(keyless.code).toBe(78);
+    expect(keyless.stderr).toContain('AGENT_INGRESS_API_KEY');
+    const away = await api(['api_keys', 'list'], { AGENT_INGRESS_URL: 'http://127.0.0.1:9' });
+    expect(away.code).toBe(69);
+    expect(away.stderr).toContain('cannot reach http://127.0.0.1:9');
+  });
+
+  it('documents every resource, operation and field in --help, exit 0', async () => {
+    const top = await api(['--help']);
+    expect(top.code).toBe(0);
+    for (const resource of RESOURCES) expect(top.stdout).toContain(resource.path);
+    const create = await api(['event_destinations', 'create', '--help']);
+    expect(create.code).toBe(0);
+    expect(create.stdout).toContain('--target <value>');
+    expect(create.stdout).toContain('--json <body>');
+    const update = await api(['agent_ingresses', 'update', '--help']);
+    expect(update.stdout).not.toContain('--domain');
+    expect(update.stdout).toContain('--certificate-management-policy');
+  });
+});

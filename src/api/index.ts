@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { createApiKeyAuth } from '../auth/api-key-auth.ts';
 import { AppError } from '../errors.ts';
+import { accountRoutes } from './account.ts';
 import { agentIngressRoutes } from './agent-ingresses/routes.ts';
 import { apiKeyRoutes } from './api-keys/routes.ts';
 import type { ApiDeps } from './deps.ts';
@@ -66,6 +67,7 @@ export async function restApi(
   await app.register(agentIngressRoutes, deps);
   await app.register(eventDestinationRoutes, deps);
   await app.register(eventSubscriptionRoutes, deps);
+  await app.register(accountRoutes, deps);
 
   collecting = false;
   for (const [url, methods] of methodsByUrl) {

@@ -1,6 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { ERROR_CODES } from '../errors.ts';
-import { type ExtraRoute, type JsonSchema, RESOURCES, type Resource } from './resources.ts';
+import {
+  type ExtraRoute,
+  type JsonSchema,
+  RESOURCES,
+  type Resource,
+  TOP_LEVEL_ROUTES,
+} from './resources.ts';
 
 // The OpenAPI 3.1 document of the REST API, built once at start from the resource declarations
 // (resources.ts) and served at GET /openapi.json. A test validates it and checks that its paths
@@ -185,6 +191,10 @@ export function openApiDocument(publicUrl: string): Record<string, unknown> {
   for (const resource of RESOURCES) {
     Object.assign(schemas, schemasOf(resource));
     Object.assign(paths, pathsOf(resource));
+  }
+  for (const route of TOP_LEVEL_ROUTES) {
+    const operationId = route.name.replace(/^\w/, (letter) => letter.toUpperCase());
+    paths[route.path] = { [route.method.toLowerCase()]: operation(operationId, route.path, route) };
   }
   return {
     openapi: '3.1.0',

@@ -329,6 +329,21 @@ export const EVENT_SUBSCRIPTIONS: Resource = {
   ],
 };
 
+/**
+ * Routes of no resource, named `<group>.<operation>` (OpenAPI `Group.operation`, CLI
+ * `api <group> <operation>`); their paths are absolute.
+ */
+export const TOP_LEVEL_ROUTES: readonly ExtraRoute[] = [
+  {
+    name: 'account.get',
+    method: 'GET',
+    path: '/account',
+    summary: 'The calling API key’s account (whoami): its id is what published events carry',
+    status: 200,
+    response: ref,
+  },
+];
+
 /** Every resource, in the order the API registers them. */
 export const RESOURCES: readonly Resource[] = [
   API_KEYS,

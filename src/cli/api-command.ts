@@ -1,5 +1,11 @@
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
-import { type ExtraRoute, type JsonSchema, RESOURCES, type Resource } from '../api/resources.ts';
+import {
+  type ExtraRoute,
+  type JsonSchema,
+  RESOURCES,
+  type Resource,
+  TOP_LEVEL_ROUTES,
+} from '../api/resources.ts';
 import { type Call, CliFailure, perform, render, targetFromEnv } from './api-http.ts';
 
 // `cli api <resource> <operation> …`: one subcommand per declared resource (resources.ts), one
@@ -151,12 +157,9 @@ function resourceCommand(resource: Resource): Command {
   const collection = `/${resource.path}`;
   const item = `${collection}/{id}`;
   const { title } = resource;
-  // Set before the operations are added: they inherit it.
-  const command = new Command(resource.path)
+  const command = commandNamed(resource.path)
     .alias(resource.path.replaceAll('_', '-'))
-    .description(`${title}s (${collection})`)
-    .exitOverride()
-    .showHelpAfterError('(add --help for usage)');
+    .description(`${title}s (${collection})`);
   const crud: [string, Method, string, string][] = [
     ['create', 'POST', collection, `create an ${title}`],
     ['get', 'GET', item, `get an ${title}`],
@@ -184,23 +187,26 @@ function resourceCommand(resource: Resource): Command {
     }));
   }
   for (const route of resource.extraRoutes ?? []) {
-    const name = route.name.replaceAll('.', '-');
-    const { command: op, pathOf } = operation(
-      command,
-      name,
-      route.summary,
-      collection + route.path,
-    );
-    const body = route.request === undefined ? undefined : bodyOptions(op, requestFields(route));
-    const query = queryOptions(op, route.query);
-    act(op, (args, options) => ({
-      method: route.method,
-      path: pathOf(args) + query(options),
-      body: body?.(options),
-    }));
+    extraOperation(command, route.name.replaceAll('.', '-'), route, collection + route.path);
   }
   return command;
 }
+
+/** A declared route beyond CRUD as the operation `name` of `parent`. */
+function extraOperation(parent: Command, name: string, route: ExtraRoute, path: string): void {
+  const { command, pathOf } = operation(parent, name, route.summary, path);
+  const body = route.request === undefined ? undefined : bodyOptions(command, requestFields(route));
+  const query = queryOptions(command, route.query);
+  act(command, (args, options) => ({
+    method: route.method,
+    path: pathOf(args) + query(options),
+    body: body?.(options),
+  }));
+}
+
+/** A command that throws instead of exiting on a usage error; its subcommands inherit that. */
+const commandNamed = (name: string) =>
+  new Command(name).exitOverride().showHelpAfterError('(add --help for usage)');
 
 /** `?limit=…&before_id=…` of a list command's options. */
 function listQuery(options: Values): string {
@@ -211,16 +217,19 @@ function listQuery(options: Values): string {
   return text === '' ? '' : `?${text}`;
 }
 
-/** The `api` command: every declared resource as a subcommand. */
+/** The `api` command: every declared resource, and each group of top-level routes. */
 export function apiCommand(): Command {
-  const api = new Command('api')
-    .description(
-      'call a running service over HTTP (AGENT_INGRESS_URL, default http://127.0.0.1:8080, ' +
-        'with the token in AGENT_INGRESS_API_KEY); prints JSON, or a table with --output table',
-    )
-    .exitOverride()
-    .showHelpAfterError('(add --help for usage)');
+  const api = commandNamed('api').description(
+    'call a running service over HTTP (AGENT_INGRESS_URL, default http://127.0.0.1:8080, ' +
+      'with the token in AGENT_INGRESS_API_KEY); prints JSON, or a table with --output table',
+  );
   for (const resource of RESOURCES) api.addCommand(resourceCommand(resource));
+  const groups = new Map<string, Command>();
+  for (const route of TOP_LEVEL_ROUTES) {
+    const [group, name] = route.name.split('.');
+    if (!groups.has(group)) groups.set(group, api.command(group).description(`${group} routes`));
+    extraOperation(groups.get(group)!, name, route, route.path);
+  }
   return api;
 }
 

@@ -176,6 +176,13 @@ describe('cli api', () => {
     ]);
   });
 
+  it('tells the caller its account, the account_id it publishes as (account get)', async () => {
+    expect(await ok(['account', 'get'])).toEqual({
+      id: service.firstKey!.accountId,
+      uri: `${service.url}/account`,
+    });
+  });
+
   it('prints a compact table for people with --output table', async () => {
     const key = await ok(['api_keys', 'create', '--description', 'for the table']);
     const run = await api(['api_keys', 'list', '--output', 'table']);

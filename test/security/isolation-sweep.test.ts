@@ -2,7 +2,7 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mintApiKey } from '../../src/api/api-keys/mint.ts';
-import { RESOURCES as DECLARED } from '../../src/api/resources.ts';
+import { RESOURCES as DECLARED, TOP_LEVEL_ROUTES } from '../../src/api/resources.ts';
 import type { Service } from '../../src/service.ts';
 import { createAccount } from '../../src/store/accounts.ts';
 import { expectError } from '../helpers/expect-error.ts';
@@ -172,8 +172,23 @@ describe.each(STORES)('account isolation sweep over every REST route on $kind', 
     expect(files).toEqual([]);
   });
 
+  it('names to each caller its own account (GET /account), never another', async () => {
+    const [whoami] = TOP_LEVEL_ROUTES;
+    expect((await a('GET', whoami.path)).body).toEqual({
+      id: accountA,
+      uri: `${service.url}${whoami.path}`,
+    });
+    const ofB = await b('GET', whoami.path);
+    expect(ofB.body.id).toBe(accountB);
+    expect(JSON.stringify(ofB.body)).not.toContain(accountA);
+    exercised.add(`GET ${whoami.path}`);
+  });
+
   it('never lists A’s objects to B, whatever the cursor', async () => {
-    const lists = service.routes.filter((r) => r.method === 'GET' && !r.url.includes(':'));
+    const topLevel = new Set(TOP_LEVEL_ROUTES.map((route) => route.path));
+    const lists = service.routes.filter(
+      (r) => r.method === 'GET' && !r.url.includes(':') && !topLevel.has(r.url),
+    );
     expect(lists.length).toBe(Object.keys(RESOURCES).length);
     for (const route of lists) {
       const resource = resourceOf(route.url);

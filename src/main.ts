@@ -36,10 +36,12 @@ const service = await startService(config, logger).catch((error: unknown) => {
   process.exit(75); // EX_TEMPFAIL: start again once the other process has stopped
 });
 logger.info({ url: service.url, store: service.db.kind }, 'listening');
-process.stdout.write(`Agent Ingress listening on ${service.url} (store: ${service.db.kind})\n`);
+// The banner is for people and goes to stderr: stdout carries only JSON log lines, and the first
+// key's token never reaches a log pipeline.
+process.stderr.write(`Agent Ingress listening on ${service.url} (store: ${service.db.kind})\n`);
 if (service.firstKey !== undefined) {
   const { firstKey } = service;
-  process.stdout.write(
+  process.stderr.write(
     config.bootstrapApiKey === undefined
       ? `Created account ${firstKey.accountId} and its first API key ${firstKey.id}.\n` +
           `Its token is shown only this once; keep it:\n\n  ${firstKey.token}\n\n`

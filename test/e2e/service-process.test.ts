@@ -15,25 +15,28 @@ async function startProcess(env: Record<string, string>) {
     env: { ...process.env, LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let output = '';
+  // stdout: JSON log lines only; stderr: the banner for people (and the first key's token).
+  let stdout = '';
+  let stderr = '';
   child.stdout.on('data', (chunk) => {
-    output += chunk;
+    stdout += chunk;
   });
   child.stderr.on('data', (chunk) => {
-    output += chunk;
+    stderr += chunk;
   });
+  const both = () => `--- stdout ---\n${stdout}\n--- stderr ---\n${stderr}`;
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`service did not start:\n${output}`)), 30_000);
+    const timer = setTimeout(() => reject(new Error(`service did not start:\n${both()}`)), 30_000);
     const check = () => {
-      if (/Agent Ingress listening on/.test(output)) {
+      if (/Agent Ingress listening on/.test(stderr)) {
         clearTimeout(timer);
         setTimeout(resolve, 50);
       }
     };
-    child.stdout.on('data', check);
-    child.once('exit', (code) => reject(new Error(`service exited with ${code}:\n${output}`)));
+    child.stderr.on('data', check);
+    child.once('exit', (code) => reject(new Error(`service exited with ${code}:\n${both()}`)));
   });
-  return { child, output: () => output };
+  return { child, output: () => stderr, logs: () => stdout };
 }
 
 function stop(child: ChildProcess): Promise<number | null> {
@@ -49,9 +52,14 @@ describe('the service as a process', () => {
 
   it('starts on embedded defaults, prints the first key, serves the API, and stops cleanly', async () => {
     const port = await freePort();
-    const env = { PORT: String(port), DATA_DIR: dataDir };
+    const env = { PORT: String(port), DATA_DIR: dataDir, LOG_LEVEL: 'info' };
     const first = await startProcess(env);
     const printed = first.output();
+    // stdout is machine-readable: every line one JSON log record, the token in none of them.
+    const logLines = first.logs().split('\n').filter(Boolean);
+    expect(logLines.length).toBeGreaterThan(0);
+    for (const line of logLines) expect(() => JSON.parse(line), line).not.toThrow();
+    expect(first.logs()).not.toContain('aik_');
     expect(printed).toContain(
       `Agent Ingress listening on http://127.0.0.1:${port} (store: pglite)`,
     );
@@ -74,6 +82,7 @@ describe('the service as a process', () => {
 
     const second = await startProcess(env);
     expect(second.output()).not.toContain('aik_');
+    expect(second.logs()).not.toContain('aik_');
     const again = await api('GET', `/agent_ingresses/${created.body.id}`);
     expect(again.status).toBe(200);
     expect(again.body.metadata).toBe('{"v":1}');

@@ -51,7 +51,7 @@ export interface ServiceProcess {
   readonly options: ServiceProcessOptions & { port: number };
   /** REST client with the bootstrap key. */
   readonly api: ApiClient;
-  /** The account the first start created (parsed from its stdout; undefined on a restart). */
+  /** The account the first start created (parsed from its stderr banner; undefined on a restart). */
   readonly accountId: string | undefined;
   stdout(): string;
   stderr(): string;
@@ -75,7 +75,7 @@ process.once('exit', () => {
 /** Starts `node src/main.ts` and resolves once it prints where it listens. */
 export async function startServiceProcess(options: ServiceProcessOptions): Promise<ServiceProcess> {
   const port = options.port ?? (await freePort());
-  // An empty embedded store: this start creates the account and says so on stdout.
+  // An empty embedded store: this start creates the account and says so on stderr.
   const firstStart = !options.env?.DATABASE_URL && !existsSync(join(options.dataDir, 'store'));
   const resolved = { ...options, port };
   const env = {
@@ -119,15 +119,15 @@ export async function startServiceProcess(options: ServiceProcessOptions): Promi
   await waitForStart(
     child,
     () => {
-      if (!READY_LINE.test(stdout)) return 'the "listening" line';
-      if (firstStart && !ACCOUNT_LINE.test(stdout)) return 'the "Created account" line';
+      if (!READY_LINE.test(stderr)) return 'the "listening" line';
+      if (firstStart && !ACCOUNT_LINE.test(stderr)) return 'the "Created account" line';
       return undefined;
     },
     exited,
     () => `--- stdout ---\n${stdout}\n--- stderr ---\n${stderr}`,
   );
-  const url = READY_LINE.exec(stdout)![1];
-  const accountId = ACCOUNT_LINE.exec(stdout)?.[1];
+  const url = READY_LINE.exec(stderr)![1];
+  const accountId = ACCOUNT_LINE.exec(stderr)?.[1];
 
   const running = () => child.exitCode === null && child.signalCode === null;
   const service: ServiceProcess = {

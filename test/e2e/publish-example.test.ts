@@ -1,0 +1,77 @@
+import { spawn } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Service } from '../../src/service.ts';
+import { TEST_INGEST_TOKEN } from '../helpers/ingest-client.ts';
+import { apiClient, startTestService, TEST_BOOTSTRAP_KEY } from '../helpers/service.ts';
+import { SERVICE_DIR } from '../helpers/service-process.ts';
+import { pgliteStore, type TestStore } from '../helpers/stores.ts';
+
+// README's Node.js publishing example, run with the command README gives (npm run
+// example:publish) against a real service, its event followed to a file destination.
+
+describe('examples/publish.ts', () => {
+  let store: TestStore;
+  let service: Service;
+
+  beforeAll(async () => {
+    store = await pgliteStore();
+    service = await startTestService(store, { INGEST_TOKENS: TEST_INGEST_TOKEN });
+  });
+  afterAll(async () => {
+    await service?.close();
+    await store?.cleanup();
+  });
+
+  it('publishes one event for the API key’s account, delivered to its file destination', async () => {
+    const api = apiClient(service.url, TEST_BOOTSTRAP_KEY);
+    const destination = await api('POST', '/event_destinations', {
+      target: { file: { path: 'example' } },
+    });
+    expect(destination.status).toBe(201);
+    const subscription = await api('POST', '/event_subscriptions', {
+      sources: [{ type: 'tcp_connection_closed.v0' }],
+      destination_ids: [destination.body.id],
+    });
+    expect(subscription.status).toBe(201);
+    await service.pipeline.reload();
+
+    const child = spawn('npm', ['run', '--silent', 'example:publish'], {
+      cwd: SERVICE_DIR,
+      env: {
+        ...process.env,
+        AGENT_INGRESS_URL: service.url,
+        AGENT_INGRESS_API_KEY: TEST_BOOTSTRAP_KEY,
+        INGEST_TOKEN: TEST_INGEST_TOKEN,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+      stdout += chunk;
+    });
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+      stderr += chunk;
+    });
+    const code = await new Promise((resolve) => child.once('close', resolve));
+    expect(code, stderr).toBe(0);
+    const printed = JSON.parse(stdout);
+    const account = service.firstKey!.accountId;
+    expect(printed).toEqual({ account_id: account, event_ids: [expect.stringMatching(/^ev_/)] });
+
+    // Publish answered once the event was durable: it is in the destination's file already.
+    const dir = join(store.env.DATA_DIR, 'events', account, 'example');
+    const lines = readdirSync(dir).flatMap((name) =>
+      readFileSync(join(dir, name), 'utf8').split('\n').filter(Boolean),
+    );
+    expect(lines.map((line) => JSON.parse(line))).toEqual([
+      expect.objectContaining({
+        event_id: printed.event_ids[0],
+        event_type: 'tcp_connection_closed.v0',
+        account_id: account,
+      }),
+    ]);
+  });
+});

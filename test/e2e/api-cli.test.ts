@@ -170,6 +170,19 @@ describe('cli api', () => {
     ]);
     expect(got).toEqual(changed);
     await ok(['event_subscriptions', 'sources-delete', sub.id, 'tcp_connection_closed.v0']);
+    // --json gives the whole body; DELETE's query parameters are options too.
+    const renamed = await ok([
+      'event_destinations',
+      'update',
+      b.id,
+      '--json',
+      '{"description":"eu"}',
+    ]);
+    expect(renamed.description).toBe('eu');
+    await ok(['event_subscriptions', 'update', sub.id, '--destination-ids', a.id]);
+    expect(await ok(['event_destinations', 'delete', b.id, '--discard-backlog', 'true'])).toBe(
+      undefined,
+    );
     const listed = await ok(['event_subscriptions', 'sources-list', sub.id]);
     expect(listed.sources.map((s: { type: string }) => s.type)).toEqual([
       'http_request_complete.v0',
@@ -193,6 +206,9 @@ describe('cli api', () => {
     );
     expect(header).not.toContain('URI');
     expect(rows.find((row) => row.startsWith(key.id))).toContain('for the table');
+    const every = await api(['api_keys', 'list', '--all', '--limit', '1', '--output', 'table']);
+    expect(every.stdout).toContain(key.id);
+    expect(every.stdout.trimEnd().split('\n').length).toBeGreaterThan(2);
     const one = await api(['api_keys', 'get', key.id, '-o', 'table']);
     expect(one.stdout.trimEnd().split('\n')).toHaveLength(2);
   });

@@ -1,4 +1,6 @@
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RESOURCES } from '../../src/api/resources.ts';
 import type { Service } from '../../src/service.ts';
@@ -17,6 +19,18 @@ interface CliRun {
 
 let service: Service;
 let store: TestStore;
+
+/** The `npm run cli -- api` commands of README's "Command line" section, one per command. */
+function readmeCommands(): string[] {
+  const readme = readFileSync(join(SERVICE_DIR, 'README.md'), 'utf8');
+  const section = readme.slice(readme.indexOf('### Command line'), readme.indexOf('### Errors'));
+  const block = /```sh\n([\s\S]*?)```/.exec(section)![1];
+  return block
+    .replaceAll('\\\n', ' ')
+    .split('\n')
+    .filter((line) => line.startsWith('npm run cli -- api'))
+    .map((line) => line.replace(/\s+# .*$/, ''));
+}
 
 /** Runs `node src/cli.ts api …args` with the service's URL and key in the environment. */
 function api(args: string[], env: Record<string, string> = {}): Promise<CliRun> {
@@ -194,6 +208,40 @@ describe('cli api', () => {
       id: service.firstKey!.accountId,
       uri: `${service.url}/account`,
     });
+  });
+
+  it('runs every command of README\'s "Command line" section as written', async () => {
+    const commands = readmeCommands();
+    expect(commands.length).toBeGreaterThanOrEqual(8);
+    const ids: Record<string, string> = {};
+    for (const name of ['ED_ID', 'ED_ID2', 'ID']) {
+      ids[name] = (
+        await ok(['event_destinations', 'create', '--target', `{"file":{"path":"readme-${name}"}}`])
+      ).id;
+    }
+    ids.AGIN_ID = (await ok(['agent_ingresses', 'create', '--domain', 'readme.example.com'])).id;
+    for (const command of commands) {
+      if (command.includes('<ESB_ID>')) {
+        const listed = await ok(['event_subscriptions', 'list']);
+        ids.ESB_ID = listed.event_subscriptions[0].id;
+      }
+      const line = command.replace(/<(\w+)>/g, (_match, name: string) => ids[name]);
+      const child = spawn('bash', ['-c', line], {
+        cwd: SERVICE_DIR,
+        env: {
+          ...process.env,
+          AGENT_INGRESS_URL: service.url,
+          AGENT_INGRESS_API_KEY: TEST_BOOTSTRAP_KEY,
+        },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      let stderr = '';
+      child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+        stderr += chunk;
+      });
+      const code = await new Promise((resolve) => child.once('close', resolve));
+      expect(code, `${line}\n${stderr}`).toBe(0);
+    }
   });
 
   it('prints a compact table for people with --output table', async () => {

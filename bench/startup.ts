@@ -21,7 +21,7 @@ interface Starts {
   restart: number[];
 }
 
-/** Spawns `script` with a free PORT and `env`, and returns ms until `ready` shows on stdout. */
+/** Spawns `script` with a free PORT and `env`, and returns ms until `ready` shows on stdout or stderr. */
 async function timeStart(script: string, env: Record<string, string>, ready: RegExp) {
   const port = String(await freePort());
   const started = performance.now();

@@ -35,12 +35,15 @@ export async function startNode(
       () => reject(new Error(`${script} did not start:\n${output}`)),
       30_000,
     );
-    child.stdout!.on('data', () => {
+    // The service prints its banner on stderr, the bench's helper servers on stdout.
+    const check = () => {
       if (ready.test(output)) {
         clearTimeout(timer);
         resolve();
       }
-    });
+    };
+    child.stdout!.on('data', check);
+    child.stderr!.on('data', check);
     child.once('exit', (code) => reject(new Error(`${script} exited with ${code}:\n${output}`)));
   });
   return {

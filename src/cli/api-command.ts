@@ -21,12 +21,22 @@ type Values = Record<string, unknown>;
 /** The schema's types, e.g. ['object', 'null']. */
 const typesOf = (schema: JsonSchema) => [schema.type ?? 'string'].flat() as string[];
 
-function parseJson(raw: string, what: string): unknown {
+/** JSON.parse, failing as a usage error. */
+function parseJson(raw: string): unknown {
   try {
     return JSON.parse(raw);
   } catch {
-    throw new InvalidArgumentError(`${what} must be JSON`);
+    throw new InvalidArgumentError('not valid JSON');
   }
+}
+
+/** `--json`'s text: a JSON object. */
+function jsonObject(raw: string): Values {
+  const value = parseJson(raw);
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw new InvalidArgumentError('must be a JSON object');
+  }
+  return value as Values;
 }
 
 /** Reads one option's text as its field's schema says: JSON objects, lists, numbers, booleans. */
@@ -35,10 +45,10 @@ function valueParser(schema: JsonSchema): (raw: string) => unknown {
   if (types.includes('array')) {
     return (raw) =>
       raw.trim().startsWith('[')
-        ? parseJson(raw, 'a list')
+        ? parseJson(raw)
         : raw.split(',').flatMap((item) => (item.trim() === '' ? [] : [item.trim()]));
   }
-  if (types.includes('object')) return (raw) => parseJson(raw, 'an object');
+  if (types.includes('object')) return (raw) => parseJson(raw);
   if (types.includes('number') || types.includes('integer')) {
     return (raw) => {
       if (raw.trim() === '' || Number.isNaN(Number(raw))) {
@@ -78,13 +88,14 @@ function bodyOptions(
     byAttribute.set(option.attributeName(), name);
     command.addOption(option);
   }
-  command.option('--json <body>', 'the whole request body as JSON; field options override it');
+  command.addOption(
+    new Option(
+      '--json <body>',
+      'the whole request body as JSON; field options override it',
+    ).argParser(jsonObject),
+  );
   return (options: Values): Values => {
-    const base = options.json === undefined ? {} : parseJson(options.json as string, '--json');
-    if (base === null || typeof base !== 'object' || Array.isArray(base)) {
-      throw new CliFailure('--json must be a JSON object', EXIT_USAGE);
-    }
-    const body = { ...(base as Values) };
+    const body = { ...((options.json as Values | undefined) ?? {}) };
     for (const [attribute, name] of byAttribute) {
       if (options[attribute] !== undefined) body[name] = options[attribute];
     }
@@ -159,11 +170,11 @@ function resourceCommand(resource: Resource): Command {
   const { title } = resource;
   const command = commandNamed(resource.path)
     .alias(resource.path.replaceAll('_', '-'))
-    .description(`${title}s (${collection})`);
+    .description(`${collection}: ${title} objects`);
   const crud: [string, Method, string, string][] = [
     ['create', 'POST', collection, `create an ${title}`],
     ['get', 'GET', item, `get an ${title}`],
-    ['list', 'GET', collection, `list ${title}s, newest first`],
+    ['list', 'GET', collection, `list ${resource.path}, newest first`],
     ['update', 'PATCH', item, `change an ${title}; omitted fields stay`],
     ['delete', 'DELETE', item, `delete an ${title}`],
   ];
@@ -227,7 +238,7 @@ export function apiCommand(): Command {
   const groups = new Map<string, Command>();
   for (const route of TOP_LEVEL_ROUTES) {
     const [group, name] = route.name.split('.');
-    if (!groups.has(group)) groups.set(group, api.command(group).description(`${group} routes`));
+    if (!groups.has(group)) groups.set(group, api.command(group).description(route.summary));
     extraOperation(groups.get(group)!, name, route, route.path);
   }
   return api;

@@ -280,6 +280,8 @@ describe('cli api', () => {
       ['api_keys', 'get'],
       ['api_keys', 'create', '--no-such-field', 'x'],
       ['event_destinations', 'create', '--target', '{not json'],
+      ['api_keys', 'create', '--json', '["not", "an object"]'],
+      ['api_keys', 'create', '--json', '{'],
       ['api_keys', 'list', '--output', 'yaml'],
     ]) {
       const run = await api(args);

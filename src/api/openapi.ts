@@ -136,6 +136,7 @@ function pathsOf(resource: Resource): Record<string, Record<string, Operation>> 
   const collection = `/${resource.path}`;
   const item = `${collection}/{id}`;
   const title = resource.title;
+  const titles = title.endsWith('s') ? `${title}es` : `${title}s`;
   const paths: Record<string, Record<string, Operation>> = {
     [collection]: {
       post: operation(`${name}.create`, collection, {
@@ -145,7 +146,7 @@ function pathsOf(resource: Resource): Record<string, Record<string, Operation>> 
         response: ref(name),
       }),
       get: operation(`${name}.list`, collection, {
-        summary: `List ${title}s, newest first`,
+        summary: `List ${titles}, newest first`,
         status: 200,
         response: ref(`${name}List`),
         query: {

@@ -57,6 +57,7 @@ function sendGrpc(reply: FastifyReply, body: Uint8Array | undefined, error?: Con
  */
 function endUnread(request: FastifyRequest, maxBytes: number): void {
   const raw = request.raw;
+  raw.on('error', () => {}); // a client that goes away meanwhile is no one's concern
   if (raw.httpVersionMajor < 2) {
     let dropped = 0;
     raw.on('data', (chunk: Buffer) => {
@@ -83,28 +84,23 @@ export function answer(
 ): FastifyReply {
   if (!request.raw.complete) endUnread(request, maxBytes);
   const error = outcome instanceof ConnectError ? outcome : undefined;
-  const frame =
-    error === undefined ? encodeEnvelope(0, message(wire, outcome as Uint8Array)) : undefined;
+  const body = error === undefined ? message(wire, outcome as Uint8Array) : undefined;
   reply.header('content-type', contentType(wire));
-  switch (wire.framing) {
-    case 'connect':
-      if (error === undefined)
-        return reply.code(200).send(bytes(message(wire, outcome as Uint8Array)));
-      return reply
-        .code(codeToHttpStatus(error.code))
-        .header('content-type', 'application/json')
-        .send(bytes(errorToJsonBytes(error, {})));
-    case 'connect-stream': {
-      const end = Buffer.from(JSON.stringify(endStreamToJson(new Headers(), error, {})));
-      const trailer = encodeEnvelope(endStreamFlag, end);
-      return reply.code(200).send(Buffer.concat(frame ? [frame, trailer] : [trailer]));
-    }
-    case 'grpc-web': {
-      const status = trailerSerialize(setTrailerStatus(new Headers(), error));
-      const trailer = encodeEnvelope(trailerFlag, status);
-      return reply.code(200).send(Buffer.concat(frame ? [frame, trailer] : [trailer]));
-    }
-    case 'grpc':
-      return sendGrpc(reply, frame, error);
+  if (wire.framing === 'connect') {
+    if (body !== undefined) return reply.code(200).send(bytes(body));
+    return reply
+      .code(codeToHttpStatus(error!.code))
+      .header('content-type', 'application/json')
+      .send(bytes(errorToJsonBytes(error!, {})));
   }
+  const frame = body === undefined ? undefined : encodeEnvelope(0, body);
+  if (wire.framing === 'grpc') return sendGrpc(reply, frame, error);
+  const trailer =
+    wire.framing === 'connect-stream'
+      ? encodeEnvelope(
+          endStreamFlag,
+          Buffer.from(JSON.stringify(endStreamToJson(new Headers(), error, {}))),
+        )
+      : encodeEnvelope(trailerFlag, trailerSerialize(setTrailerStatus(new Headers(), error)));
+  return reply.code(200).send(Buffer.concat(frame === undefined ? [trailer] : [frame, trailer]));
 }

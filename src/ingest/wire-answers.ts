@@ -49,20 +49,26 @@ function sendGrpc(reply: FastifyReply, body: Uint8Array | undefined, error?: Con
   return reply;
 }
 
+/** How long a client answered early may take to finish sending before it is hung up on. */
+const LINGER_MS = 2_000;
+
 /**
- * An answer given before the client finished sending: what it still sends is read and dropped
- * up to `maxBytes` (so it surely reads the answer, and an HTTP/1.1 connection stays usable);
- * beyond that the connection is closed. HTTP/2 resets the stream (NO_ERROR) once the answer's
- * trailers are out, which tells the client to stop sending.
+ * An answer given before the client finished sending: what it still sends is read and dropped,
+ * up to `maxBytes` and for LINGER_MS (so it surely reads the answer, and an HTTP/1.1 connection
+ * stays usable); beyond either the connection is closed. HTTP/2 resets the stream (NO_ERROR)
+ * once the answer's trailers are out, which tells the client to stop sending.
  */
 function endUnread(request: FastifyRequest, maxBytes: number): void {
   const raw = request.raw;
   raw.on('error', () => {}); // a client that goes away meanwhile is no one's concern
   if (raw.httpVersionMajor < 2) {
+    const hangUp = () => raw.socket?.destroy();
+    const timer = setTimeout(hangUp, LINGER_MS);
+    raw.once('end', () => clearTimeout(timer));
     let dropped = 0;
     raw.on('data', (chunk: Buffer) => {
       dropped += chunk.length;
-      if (dropped > maxBytes) raw.socket.destroy();
+      if (dropped > maxBytes) hangUp();
     });
     raw.resume();
     return;

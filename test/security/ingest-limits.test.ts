@@ -276,4 +276,36 @@ describe('event limits and the stream idle timeout', () => {
     );
     expect(deliveredIds(store).has('idle-9')).toBe(true);
   });
+
+  it('hangs up on a client that keeps sending after its stream was answered', async () => {
+    const request = httpRequest(
+      `${service.url}/agent_ingress.ingest.v0.IngestService/PublishStream`,
+      {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/connect+proto',
+          authorization: `Bearer ${TEST_INGEST_TOKEN}`,
+        },
+      },
+    );
+    request.on('error', () => {});
+    request.flushHeaders();
+    const answered = new Promise<number>((resolve) => {
+      request.on('response', (response) => {
+        response.resume();
+        resolve(Date.now());
+      });
+    });
+    const closed = new Promise<number>((resolve) => {
+      request.on('socket', (socket) => socket.once('close', () => resolve(Date.now())));
+    });
+    // Idle until the service answers, then a trickle that never ends the body.
+    const at = await answered;
+    const trickle = setInterval(() => request.write(Buffer.alloc(1)), 100);
+    try {
+      expect((await closed) - at).toBeLessThan(5_000);
+    } finally {
+      clearInterval(trickle);
+    }
+  });
 });

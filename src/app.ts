@@ -113,6 +113,9 @@ function ingestOptions({
     isIngestToken: createTokenSet(config.ingestTokens),
     metrics,
     maxIngestBytes: config.maxIngestBytes,
+    maxStreamEvents: config.maxStreamEvents,
+    maxStreamBytes: config.maxStreamBytes,
+    streamIdleTimeoutMs: config.streamIdleTimeoutMs,
   };
 }
 

@@ -20,10 +20,20 @@ export interface Config {
   bootstrapApiKey: string | undefined;
   /** Largest REST request body, bytes. */
   maxBodyBytes: number;
-  /** Largest ingest (Connect) request body, bytes. */
+  /** Largest ingest request (a Publish, or one PublishStream message), bytes. */
   maxIngestBytes: number;
-  /** Ingest requests being processed at once before RESOURCE_EXHAUSTED. */
+  /** Most events in one ingest request (a Publish, or one PublishStream message). */
+  maxIngestEvents: number;
+  /** Ingest requests and open PublishStreams at once before RESOURCE_EXHAUSTED. */
   maxInflightRequests: number;
+  /** Bytes all ingest requests and streams may hold at once before RESOURCE_EXHAUSTED. */
+  maxInflightBytes: number;
+  /** Most events one PublishStream may carry (its answer lists every id). */
+  maxStreamEvents: number;
+  /** Most bytes one PublishStream may carry. */
+  maxStreamBytes: number;
+  /** A PublishStream that sends nothing for this long is ended. */
+  streamIdleTimeoutMs: number;
   workerThreads: number;
   batchMaxEvents: number;
   batchMaxBytes: number;
@@ -161,6 +171,20 @@ export function loadConfig(env: Env = process.env): Config {
   if (databaseUrl !== undefined && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
     throw new ConfigError('DATABASE_URL', 'must start with postgres:// or postgresql://');
   }
+  const maxIngestBytes = integer(
+    env,
+    'MAX_INGEST_BYTES',
+    16 * 1024 * 1024,
+    1024,
+    256 * 1024 * 1024,
+  );
+  const maxInflightBytes = integer(env, 'MAX_INFLIGHT_BYTES', 48 * 1024 * 1024, 1024, 2 ** 40);
+  if (maxInflightBytes < maxIngestBytes) {
+    throw new ConfigError(
+      'MAX_INFLIGHT_BYTES',
+      `must be at least MAX_INGEST_BYTES (${maxIngestBytes})`,
+    );
+  }
   return {
     host,
     port,
@@ -174,8 +198,13 @@ export function loadConfig(env: Env = process.env): Config {
     logLevel,
     bootstrapApiKey,
     maxBodyBytes: integer(env, 'MAX_BODY_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024),
-    maxIngestBytes: integer(env, 'MAX_INGEST_BYTES', 16 * 1024 * 1024, 1024, 256 * 1024 * 1024),
+    maxIngestBytes,
+    maxIngestEvents: integer(env, 'MAX_INGEST_EVENTS', 10_000, 1, 10_000_000),
     maxInflightRequests: integer(env, 'MAX_INFLIGHT_REQUESTS', 256, 1, 100_000),
+    maxInflightBytes,
+    maxStreamEvents: integer(env, 'MAX_STREAM_EVENTS', 100_000, 1, 100_000_000),
+    maxStreamBytes: integer(env, 'MAX_STREAM_BYTES', 1024 * 1024 * 1024, 1024, 2 ** 50),
+    streamIdleTimeoutMs: integer(env, 'STREAM_IDLE_TIMEOUT_MS', 60_000, 1, 3_600_000),
     workerThreads: integer(env, 'WORKER_THREADS', 2, 1, 64),
     batchMaxEvents: integer(env, 'BATCH_MAX_EVENTS', 10_000, 1, 1_000_000),
     batchMaxBytes: integer(env, 'BATCH_MAX_BYTES', 4 * 1024 * 1024, 1024, 256 * 1024 * 1024),

@@ -66,7 +66,12 @@ export function createMetrics() {
     }),
     inflightRequests: new Gauge({
       name: 'agent_ingress_ingest_inflight_requests',
-      help: 'Publish requests being processed (the bounded queue depth).',
+      help: 'Publish requests being processed and PublishStreams open (MAX_INFLIGHT_REQUESTS).',
+      registers,
+    }),
+    inflightBytes: new Gauge({
+      name: 'agent_ingress_ingest_inflight_bytes',
+      help: 'Bytes ingest requests and streams hold in the service (MAX_INFLIGHT_BYTES).',
       registers,
     }),
     workerUtilization: new Gauge({

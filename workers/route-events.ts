@@ -1,3 +1,6 @@
+import { readlinkSync } from 'node:fs';
+import { setPriority } from 'node:os';
+import { isMainThread } from 'node:worker_threads';
 import { routeRequest } from '../src/pipeline/route-events.ts';
 import { compileRouting, type Routing } from '../src/pipeline/routing.ts';
 import type { RouteResult, RouteTask } from '../src/pipeline/worker-protocol.ts';
@@ -8,11 +11,18 @@ import type { RouteResult, RouteTask } from '../src/pipeline/worker-protocol.ts'
 
 let routing: Routing | undefined;
 
+// A worker yields the CPU to the ingest thread (nice +10 for this thread; Linux names it in
+// /proc/thread-self): when the pool is saturated, the event loop that reads requests, answers
+// them and serves /healthz and the REST API still gets the CPU it needs. Elsewhere: as is.
+try {
+  if (!isMainThread) setPriority(Number(readlinkSync('/proc/thread-self').split('/').at(-1)), 10);
+} catch {}
+
 /** Routes one Publish request. */
 export default function routeEvents(task: RouteTask): RouteResult {
   if (task.config !== undefined && routing?.version !== task.config.version) {
     routing = compileRouting(task.config);
   }
   if (routing === undefined || routing.version !== task.version) return { kind: 'need-config' };
-  return routeRequest(routing, task.request, task.receivedAt);
+  return routeRequest(routing, task.request, task.receivedAt, task.maxEvents);
 }

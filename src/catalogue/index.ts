@@ -30,6 +30,7 @@ export type { ColumnSpec, FieldKind, FieldSpec } from './types.ts';
 export {
   type DecodedEvent,
   decodePublishRequest,
+  TooManyEventsError,
   WireFormatError,
   type WireToJson,
   wireToJson,

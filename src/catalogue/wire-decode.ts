@@ -16,7 +16,7 @@ import {
   WIRE_VARINT,
 } from './wire-reader.ts';
 
-export { WireFormatError } from './wire-reader.ts';
+export { TooManyEventsError, WireFormatError } from './wire-reader.ts';
 
 // Decodes the protobuf wire format of a PublishRequest straight to the catalogue's JSON shape:
 // for every event, the object `trafficToJson(type)(fromBinary(...))` would give, without the
@@ -204,7 +204,7 @@ class Unit {
   compile(exports: string): Record<string, unknown> {
     const source = [
       "'use strict';",
-      'const { cursor: c, tag, varint32, int32, int64, bool, string, skip, overrun, tooDeep, stringListEntry, struct } = R;',
+      'const { cursor: c, tag, varint32, int32, int64, bool, string, skip, overrun, tooDeep, tooManyEvents, stringListEntry, struct } = R;',
       ...this.chunks,
       `return { ${exports} };`,
     ].join('\n');
@@ -264,7 +264,7 @@ export function wireToJson(desc: DescMessage): WireToJson {
 
 // The envelope: PublishRequest.events, and per Event account_id, event_id, event_timestamp and
 // the payload oneof, whose members are matched to the traffic kinds by their message type.
-function compileRequestDecoder(): (bytes: Uint8Array) => DecodedEvent[] {
+function compileRequestDecoder(): RequestDecoder {
   const unit = new Unit();
   const events = fieldNamed(PublishRequestSchema, 'events');
   const accountId = fieldNamed(EventSchema, 'account_id');
@@ -332,27 +332,33 @@ function compileRequestDecoder(): (bytes: Uint8Array) => DecodedEvent[] {
       ) +
       `${finishes.join('\n')}\n` +
       '  return { accountId, eventId, eventTimestamp: eventTimestamp === undefined ? undefined : fmt(eventTimestamp), type, object };\n}\n' +
-      `${comment(PublishRequestSchema.typeName)}\nfunction decodeRequest(buf) {\n` +
+      `${comment(PublishRequestSchema.typeName)}\nfunction decodeRequest(buf, maxEvents) {\n` +
       '  const end = buf.length; const events = []; let pos = 0;\n' +
       '  while (pos < end) {\n' +
       '    let t = buf[pos]; if (t < 128) pos++; else { t = tag(buf, pos, end); pos = c.pos; }\n' +
       `    if (t === ${tagOf(events.number, WIRE_LEN)}) {\n` +
       `      ${READ_LENGTH}\n` +
+      '      if (events.length === maxEvents) tooManyEvents(maxEvents);\n' +
       '      events.push(decodeEvent(buf, pos, pos + n, 2)); pos += n;\n' +
       `    } else pos = skip(buf, pos, end, t, 1, I[${requestInfo}]);\n` +
       '  }\n  return events;\n}',
   );
-  return unit.compile('decodeRequest').decodeRequest as (bytes: Uint8Array) => DecodedEvent[];
+  return unit.compile('decodeRequest').decodeRequest as RequestDecoder;
 }
 
-let requestDecoder: ((bytes: Uint8Array) => DecodedEvent[]) | undefined;
+type RequestDecoder = (bytes: Uint8Array, maxEvents: number) => DecodedEvent[];
+let requestDecoder: RequestDecoder | undefined;
 
 /**
  * Decodes a binary PublishRequest to its events, each payload in the catalogue's JSON shape.
- * Throws a WireFormatError on malformed input. Validation (account id, payload present, event id,
- * timestamp range) is the caller's: the envelope's values are returned as sent.
+ * Throws a WireFormatError on malformed input, and a TooManyEventsError before decoding an event
+ * past `maxEvents`. Validation (account id, payload present, event id, timestamp range) is the
+ * caller's: the envelope's values are returned as sent.
  */
-export function decodePublishRequest(bytes: Uint8Array): DecodedEvent[] {
+export function decodePublishRequest(
+  bytes: Uint8Array,
+  maxEvents = Number.POSITIVE_INFINITY,
+): DecodedEvent[] {
   if (requestDecoder === undefined) requestDecoder = compileRequestDecoder();
-  return requestDecoder(bytes);
+  return requestDecoder(bytes, maxEvents);
 }

@@ -79,6 +79,16 @@ export function overrun(length: number, pos: number, end: number): never {
   return fail(`length ${length} at byte ${pos} runs past the end of its message (byte ${end})`);
 }
 
+/** A request carrying more events than its reader allows: it was not decoded past the limit. */
+export class TooManyEventsError extends Error {
+  override name = 'TooManyEventsError';
+}
+
+/** Stops a decode at the event past `max`. */
+export function tooManyEvents(max: number): never {
+  throw new TooManyEventsError(`more than ${max} events`);
+}
+
 export function tooDeep(typeName: string): never {
   return fail(`${typeName} nested deeper than ${RECURSION_LIMIT} messages`);
 }

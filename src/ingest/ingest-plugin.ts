@@ -7,18 +7,18 @@ import {
 } from '@connectrpc/connect-node';
 import type { FastifyInstance } from 'fastify';
 import { IngestService } from '../gen/agent_ingress/ingest/v0/ingest_pb.ts';
-import { type FastPublishDeps, fastFormat, fastPublish } from './fast-publish.ts';
-import { type IngestDeps, ingestRoutes } from './ingest-service.ts';
-
-const PUBLISH_PATH = `/${IngestService.typeName}/${IngestService.method.publish.name}`;
+import { publish } from './publish.ts';
+import { openStreams, publishStream, type StreamDeps } from './publish-stream.ts';
+import { wireOf } from './wire.ts';
 
 /** Options of the ingest endpoint. */
-export type IngestPluginOptions = IngestDeps & FastPublishDeps;
+export type IngestPluginOptions = Omit<StreamDeps, 'streams'>;
 
 /**
- * IngestService over Connect, gRPC and gRPC-Web on the Fastify server. Publish's Connect and
- * gRPC-Web unary requests take the fast path (fast-publish.ts); gRPC, compressed gRPC-Web and
- * PublishStream are served by connect-es, as @connectrpc/connect-fastify would.
+ * IngestService over Connect, gRPC and gRPC-Web on the Fastify server. Publish and PublishStream
+ * are served by publish.ts and publish-stream.ts in every protocol and encoding connect-es
+ * accepts; connect-es itself answers the rest (other content types, encodings, methods) with
+ * each protocol's own error. On close, open streams are ended before the server stops.
  */
 export async function ingestPlugin(
   app: FastifyInstance,
@@ -28,15 +28,21 @@ export async function ingestPlugin(
     readMaxBytes: options.maxIngestBytes,
     acceptCompression: [compressionGzip, compressionBrotli],
   });
-  ingestRoutes(options)(router);
+  router.service(IngestService, {});
+  const streams = openStreams();
+  app.addHook('preClose', () => streams.endAll());
   // Bodies are read by the handlers themselves (raw stream), never by Fastify.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', (_request, _payload, done) => done(null));
   for (const handler of router.handlers) {
-    const fast = handler.requestPath === PUBLISH_PATH;
+    const streaming = handler.method.methodKind === 'client_streaming';
     app.all(handler.requestPath, async (request, reply) => {
-      const format = fast ? fastFormat(request) : undefined;
-      if (format !== undefined) return fastPublish(request, reply, format, options);
+      const wire = wireOf(request, streaming);
+      if (wire !== undefined) {
+        return streaming
+          ? publishStream(request, reply, wire, { ...options, streams })
+          : publish(request, reply, wire, options);
+      }
       reply.hijack();
       const response = await handler(
         universalRequestFromNodeRequest(request.raw, reply.raw, undefined, undefined),

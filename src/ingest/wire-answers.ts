@@ -1,54 +1,112 @@
-import { Code, ConnectError } from '@connectrpc/connect';
+import { constants, type ServerHttp2Stream } from 'node:http2';
+import { fromBinary, toJsonString } from '@bufbuild/protobuf';
+import { ConnectError } from '@connectrpc/connect';
 import { encodeEnvelope } from '@connectrpc/connect/protocol';
-import { codeToHttpStatus, errorToJsonBytes } from '@connectrpc/connect/protocol-connect';
 import {
-  setTrailerStatus,
-  trailerFlag,
-  trailerSerialize,
-} from '@connectrpc/connect/protocol-grpc-web';
-import type { FastifyReply } from 'fastify';
+  codeToHttpStatus,
+  endStreamFlag,
+  endStreamToJson,
+  errorToJsonBytes,
+} from '@connectrpc/connect/protocol-connect';
+import { setTrailerStatus } from '@connectrpc/connect/protocol-grpc';
+import { trailerFlag, trailerSerialize } from '@connectrpc/connect/protocol-grpc-web';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { PublishResponseSchema } from '../gen/agent_ingress/ingest/v0/ingest_pb.ts';
+import type { Wire } from './wire.ts';
 
-// The answers of the Publish fast path, in each protocol's framing (connect-es's own encoders).
+// The answers of the ingest, in each protocol's framing (connect-es's own encoders): a
+// PublishResponse (binary, as the worker encoded it) or an error.
 
-/** A Connect unary error: the protocol's HTTP status for the code and its JSON body. */
-export function sendConnectError(reply: FastifyReply, error: unknown): FastifyReply {
-  const connectError = ConnectError.from(error, Code.Internal);
-  return reply
-    .code(codeToHttpStatus(connectError.code))
-    .header('content-type', 'application/json')
-    .send(Buffer.from(errorToJsonBytes(connectError, {})));
+const CONTENT_TYPES = {
+  connect: ['application/proto', 'application/json'],
+  'connect-stream': ['application/connect+proto', 'application/connect+json'],
+  grpc: ['application/grpc+proto', 'application/grpc+json'],
+  'grpc-web': ['application/grpc-web+proto', 'application/grpc-web+json'],
+} as const;
+
+function contentType(wire: Wire): string {
+  return CONTENT_TYPES[wire.framing][wire.binary ? 0 : 1];
 }
 
-/** A Connect unary success with a binary protobuf body. */
-export function sendConnectProto(reply: FastifyReply, body: Uint8Array): FastifyReply {
-  return reply
-    .code(200)
-    .header('content-type', 'application/proto')
-    .send(Buffer.from(body.buffer, body.byteOffset, body.byteLength));
+/** The response message as the request's codec writes it. */
+function message(wire: Wire, response: Uint8Array): Uint8Array {
+  if (wire.binary) return response;
+  return Buffer.from(
+    toJsonString(PublishResponseSchema, fromBinary(PublishResponseSchema, response)),
+  );
 }
 
-/** A Connect unary success with a JSON body (the request was JSON). */
-export function sendConnectJson(reply: FastifyReply, json: string): FastifyReply {
-  return reply.code(200).header('content-type', 'application/json').send(json);
+function bytes(data: Uint8Array): Buffer {
+  return Buffer.from(data.buffer, data.byteOffset, data.byteLength);
 }
 
-function grpcWebTrailer(error: ConnectError | undefined): Uint8Array {
-  return encodeEnvelope(trailerFlag, trailerSerialize(setTrailerStatus(new Headers(), error)));
+/** gRPC over HTTP/2: the message frame, then grpc-status in the HTTP trailers. */
+function sendGrpc(reply: FastifyReply, body: Uint8Array | undefined, error?: ConnectError) {
+  const raw = reply.hijack().raw;
+  raw.writeHead(200, { 'content-type': reply.getHeader('content-type') as string });
+  raw.addTrailers(Object.fromEntries(setTrailerStatus(new Headers(), error)));
+  raw.end(body === undefined ? undefined : bytes(body));
+  return reply;
 }
 
-/** A gRPC-Web unary success: the message frame, then the trailer frame with grpc-status 0. */
-export function sendGrpcWeb(reply: FastifyReply, body: Uint8Array): FastifyReply {
-  const frame = encodeEnvelope(0, body);
-  return reply
-    .code(200)
-    .header('content-type', 'application/grpc-web+proto')
-    .send(Buffer.concat([frame, grpcWebTrailer(undefined)]));
+/** How long a client answered early may take to finish sending before it is hung up on. */
+const LINGER_MS = 2_000;
+
+/**
+ * An answer given before the client finished sending: what it still sends is read and dropped,
+ * up to `maxBytes` and for LINGER_MS (so it surely reads the answer, and an HTTP/1.1 connection
+ * stays usable); beyond either the connection is closed. HTTP/2 resets the stream (NO_ERROR)
+ * once the answer's trailers are out, which tells the client to stop sending.
+ */
+function endUnread(request: FastifyRequest, maxBytes: number): void {
+  const raw = request.raw;
+  raw.on('error', () => {}); // a client that goes away meanwhile is no one's concern
+  if (raw.httpVersionMajor < 2) {
+    const hangUp = () => raw.socket?.destroy();
+    const timer = setTimeout(hangUp, LINGER_MS);
+    raw.once('end', () => clearTimeout(timer));
+    let dropped = 0;
+    raw.on('data', (chunk: Buffer) => {
+      dropped += chunk.length;
+      if (dropped > maxBytes) hangUp();
+    });
+    raw.resume();
+    return;
+  }
+  const { stream } = raw as unknown as { stream: ServerHttp2Stream };
+  stream.once('wantTrailers', () => setImmediate(() => stream.close(constants.NGHTTP2_NO_ERROR)));
 }
 
-/** A gRPC-Web error: HTTP 200 and a trailer frame carrying the status. */
-export function sendGrpcWebError(reply: FastifyReply, error: ConnectError): FastifyReply {
-  return reply
-    .code(200)
-    .header('content-type', 'application/grpc-web+proto')
-    .send(Buffer.from(grpcWebTrailer(error)));
+/**
+ * Answers `outcome` (the binary PublishResponse, or the error) in the request's protocol; up to
+ * `maxBytes` of a body left unread are read and dropped.
+ */
+export function answer(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  wire: Wire,
+  outcome: Uint8Array | ConnectError,
+  maxBytes: number,
+): FastifyReply {
+  if (!request.raw.complete) endUnread(request, maxBytes);
+  const error = outcome instanceof ConnectError ? outcome : undefined;
+  const body = error === undefined ? message(wire, outcome as Uint8Array) : undefined;
+  reply.header('content-type', contentType(wire));
+  if (wire.framing === 'connect') {
+    if (body !== undefined) return reply.code(200).send(bytes(body));
+    return reply
+      .code(codeToHttpStatus(error!.code))
+      .header('content-type', 'application/json')
+      .send(bytes(errorToJsonBytes(error!, {})));
+  }
+  const frame = body === undefined ? undefined : encodeEnvelope(0, body);
+  if (wire.framing === 'grpc') return sendGrpc(reply, frame, error);
+  const trailer =
+    wire.framing === 'connect-stream'
+      ? encodeEnvelope(
+          endStreamFlag,
+          Buffer.from(JSON.stringify(endStreamToJson(new Headers(), error, {}))),
+        )
+      : encodeEnvelope(trailerFlag, trailerSerialize(setTrailerStatus(new Headers(), error)));
+  return reply.code(200).send(Buffer.concat(frame === undefined ? [trailer] : [frame, trailer]));
 }

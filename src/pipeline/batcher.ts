@@ -8,7 +8,10 @@ export interface BatcherOptions {
   maxBytes: number;
   /** A batch is flushed this long after its first record arrived, full or not. */
   lingerMs: number;
-  /** Bound on bytes accepted but not yet flushed (open batch + queued + in flight); default 8 × maxBytes. */
+  /**
+   * Bound on bytes accepted but not yet flushed (open batch + queued + in flight); default
+   * 8 × maxBytes. Only a single record larger than the bound may exceed it, taken alone.
+   */
   maxPendingBytes?: number;
 }
 
@@ -19,7 +22,11 @@ export interface BatcherDeps extends BatcherOptions {
 
 /** Groups records into batches and flushes them one at a time, in arrival order. */
 export interface Batcher {
-  /** Resolves once every batch holding these records has flushed; rejects with the flush error. */
+  /**
+   * Resolves once every batch holding these records has flushed; rejects with the flush error,
+   * or with BatcherFullError (nothing taken) when they do not fit now. Records that could never
+   * fit (more than maxPendingBytes) are taken in pieces as flushes free room.
+   */
   add(records: readonly EventRecord[]): Promise<void>;
   /** Bytes accepted but not yet flushed: the batcher's share of the destination's memory. */
   readonly pendingBytes: number;
@@ -65,6 +72,15 @@ function recordBytes(record: EventRecord): number {
   return Buffer.byteLength(record.json);
 }
 
+/** An add() larger than the whole bound, taken piece by piece. */
+interface Feed {
+  records: readonly EventRecord[];
+  sizes: number[];
+  next: number;
+  waits: Set<Promise<void>>;
+  taken: () => void;
+}
+
 /** Builds a batcher: flush on max events, max bytes, or a linger timer started at the first record. */
 export function createBatcher(deps: BatcherDeps): Batcher {
   const { maxEvents, maxBytes, lingerMs, flush } = deps;
@@ -77,6 +93,7 @@ export function createBatcher(deps: BatcherDeps): Batcher {
   let timer: NodeJS.Timeout | undefined;
   let pendingBytes = 0;
   let draining: Promise<void> | undefined;
+  let feeding: Feed | undefined;
   let closed = false;
 
   function seal(): void {
@@ -100,6 +117,7 @@ export function createBatcher(deps: BatcherDeps): Batcher {
         batch.reject(err);
       } finally {
         pendingBytes -= batch.bytes;
+        feed();
       }
     }
     draining = undefined;
@@ -117,15 +135,43 @@ export function createBatcher(deps: BatcherDeps): Batcher {
     if (current.records.length >= maxEvents || current.bytes >= maxBytes) seal();
   }
 
+  // Takes what fits of the oversized add; when the rest must wait, seals the open batch so the
+  // flush that frees room starts now instead of after the linger.
+  function feed(): void {
+    const f = feeding;
+    if (f === undefined) return;
+    for (; f.next < f.records.length; f.next++) {
+      const size = f.sizes[f.next];
+      if (pendingBytes > 0 && pendingBytes + size > maxPendingBytes) {
+        seal();
+        return;
+      }
+      pendingBytes += size;
+      const before = f.waits.size;
+      addOne(f.records[f.next], size, f.waits);
+      // Awaited once every piece is taken; a batch that fails meanwhile must not go unhandled.
+      if (f.waits.size > before) for (const wait of f.waits) wait.catch(() => {});
+    }
+    feeding = undefined;
+    f.taken();
+  }
+
   return {
     add(records) {
       if (closed) return Promise.reject(new BatcherClosedError());
       if (records.length === 0) return Promise.resolve();
       const sizes = records.map(recordBytes);
       const total = sizes.reduce((a, b) => a + b, 0);
-      // An empty batcher always takes one call, so a single oversized call cannot block forever.
-      if (pendingBytes > 0 && pendingBytes + total > maxPendingBytes) {
+      if (feeding !== undefined || (pendingBytes > 0 && pendingBytes + total > maxPendingBytes)) {
         return Promise.reject(new BatcherFullError(pendingBytes, maxPendingBytes));
+      }
+      if (total > maxPendingBytes) {
+        const waits = new Set<Promise<void>>();
+        const taken = new Promise<void>((resolve) => {
+          feeding = { records, sizes, next: 0, waits, taken: resolve };
+        });
+        feed();
+        return taken.then(() => Promise.all(waits)).then(() => undefined);
       }
       pendingBytes += total;
       const waits = new Set<Promise<void>>();
@@ -137,8 +183,10 @@ export function createBatcher(deps: BatcherDeps): Batcher {
     },
     async close() {
       closed = true;
-      seal();
-      while (draining) await draining;
+      do {
+        seal();
+        if (draining) await draining;
+      } while (feeding !== undefined || draining !== undefined || current !== undefined);
     },
   };
 }

@@ -5,6 +5,7 @@ import type { Metrics } from '../metrics.ts';
 import type { Keyring } from '../secrets.ts';
 import type { Db } from '../store/db.ts';
 import { currentPipelineVersion, loadPipelineConfig } from '../store/pipeline-config.ts';
+import { type Claim, createAdmission } from './admission.ts';
 import { type AuditRelay, createAuditRelay } from './audit-relay.ts';
 import { deliverAll } from './deliver.ts';
 import type { DestinationHealth } from './destination.ts';
@@ -23,8 +24,22 @@ export interface Published {
 
 /** The data plane: routes requests in workers, delivers durably, relays audit events. */
 export interface Pipeline {
-  /** Resolves when every event of the request is durable; throws AppError otherwise. */
-  publish(request: Uint8Array, receivedAt: number): Promise<Published>;
+  /**
+   * Admits one Publish or PublishStream: a request slot and a share of the byte budget (see
+   * admission.ts); throws AppError when there is no room.
+   */
+  admit(): Claim;
+  /**
+   * Resolves when every event of the request is durable; throws AppError otherwise. The routed
+   * records are held on `claim` (refused, nothing delivered, when the budget cannot hold them);
+   * `admitEvents` sees the request's event count before delivery and may refuse it by throwing.
+   */
+  publish(
+    request: Uint8Array,
+    receivedAt: number,
+    claim: Claim,
+    admitEvents?: (events: number) => void | Promise<void>,
+  ): Promise<Published>;
   /** Reloads subscriptions and destinations from the store (after a change). */
   reload(): Promise<void>;
   destinationHealth(id: string): DestinationHealth | undefined;
@@ -34,7 +49,7 @@ export interface Pipeline {
   refreshGauges(): void;
   /** The audit relay, for callers that want delivery now (tests, shutdown). */
   readonly relay: AuditRelay;
-  /** Stops taking requests, waits for those in flight, flushes every destination. */
+  /** Stops admitting requests, waits for the admitted ones to end, flushes every destination. */
   close(): Promise<void>;
 }
 
@@ -52,6 +67,12 @@ export async function createPipeline(deps: {
   const pool: RoutePool = createRoutePool({
     threads: config.workerThreads,
     maxQueue: config.maxInflightRequests,
+    maxEvents: config.maxIngestEvents,
+    maxBytes: config.maxIngestBytes,
+  });
+  const admission = createAdmission({
+    maxRequests: config.maxInflightRequests,
+    maxBytes: config.maxInflightBytes,
   });
   const destinations: Destinations = createDestinations({
     dataDir: config.dataDir,
@@ -65,9 +86,6 @@ export async function createPipeline(deps: {
     metrics,
   });
   let routing: Routing = compileRouting({ version: 0, subscriptions: [] });
-  let inflight = 0;
-  let closing = false;
-  let idle: (() => void) | undefined;
   let reloading: Promise<void> | undefined;
   let reloadAgain: Promise<void> | undefined;
 
@@ -118,38 +136,42 @@ export async function createPipeline(deps: {
   });
 
   /** Routes in a worker, then waits until every destination holds its records durably. */
-  async function publishNow(request: Uint8Array, receivedAt: number): Promise<Published> {
-    if (closing) throw new AppError('ERR_UNAVAILABLE', 'the service is shutting down; retry');
-    if (inflight >= config.maxInflightRequests) {
-      throw new AppError('ERR_BACKPRESSURE', 'too many requests in flight; retry later');
-    }
-    inflight++;
+  async function publishNow(
+    request: Uint8Array,
+    receivedAt: number,
+    claim: Claim,
+    admitEvents?: (events: number) => void | Promise<void>,
+  ): Promise<Published> {
+    let result: Awaited<ReturnType<RoutePool['route']>>;
     try {
-      let result: Awaited<ReturnType<RoutePool['route']>>;
-      try {
-        result = await pool.route(request, receivedAt);
-      } catch (error) {
-        logger.error({ err: error }, 'route-events worker failed');
-        const kind = routeFailureKind(error);
-        if (kind === 'backpressure')
-          throw new AppError('ERR_BACKPRESSURE', 'too many requests queued; retry later');
-        if (kind === 'unavailable') {
-          throw new AppError(
-            'ERR_UNAVAILABLE',
-            'event routing failed; retry',
-            {},
-            { cause: error },
-          );
-        }
-        throw AppError.from(error);
+      result = await pool.route(request, receivedAt);
+    } catch (error) {
+      logger.error({ err: error }, 'route-events worker failed');
+      const kind = routeFailureKind(error);
+      if (kind === 'backpressure')
+        throw new AppError('ERR_BACKPRESSURE', 'too many requests queued; retry later');
+      if (kind === 'unavailable') {
+        throw new AppError('ERR_UNAVAILABLE', 'event routing failed; retry', {}, { cause: error });
       }
-      if (result.kind === 'invalid') throw new AppError('ERR_INVALID_EVENTS', result.message);
-      await deliverAll(destinations, result.deliveries);
-      return { response: result.response, accepted: result.accepted, matched: result.matched };
-    } finally {
-      inflight--;
-      if (inflight === 0) idle?.();
+      throw AppError.from(error);
     }
+    if (result.kind === 'invalid') throw new AppError('ERR_INVALID_EVENTS', result.message);
+    if (result.kind === 'too-many') throw new AppError('ERR_BODY_TOO_LARGE', result.message);
+    claim.take(result.bytes);
+    try {
+      await admitEvents?.(result.accepted);
+      await deliverAll(destinations, result.deliveries);
+    } finally {
+      claim.give(result.bytes);
+    }
+    return { response: result.response, accepted: result.accepted, matched: result.matched };
+  }
+
+  /** Counts an ingest outcome that is not a success. */
+  function failed(error: unknown): AppError {
+    const appError = AppError.from(error);
+    metrics.ingestRequests.inc({ result: appError.code });
+    return appError;
   }
 
   return {
@@ -157,18 +179,23 @@ export async function createPipeline(deps: {
     reload,
     destinationHealth: (id) => destinations.health(id),
     testDestination: (accountId, id) => deliverTestEvent(destinations, id, accountId, { reload }),
-    async publish(request, receivedAt) {
+    admit() {
+      try {
+        return admission.enter();
+      } catch (error) {
+        throw failed(error);
+      }
+    },
+    async publish(request, receivedAt, claim, admitEvents) {
       const stop = metrics.publishSeconds.startTimer();
       try {
-        const published = await publishNow(request, receivedAt);
+        const published = await publishNow(request, receivedAt, claim, admitEvents);
         metrics.ingestRequests.inc({ result: 'ok' });
         metrics.eventsReceived.inc(published.accepted);
         metrics.eventsMatched.inc(published.matched);
         return published;
       } catch (error) {
-        const appError = AppError.from(error);
-        metrics.ingestRequests.inc({ result: appError.code });
-        throw appError;
+        throw failed(error);
       } finally {
         stop();
       }
@@ -187,13 +214,13 @@ export async function createPipeline(deps: {
         metrics.destinations.set({ status }, count);
       metrics.backlogRecords.set(records);
       metrics.backlogBytes.set(bytes);
-      metrics.inflightRequests.set(inflight);
+      metrics.inflightRequests.set(admission.requests);
+      metrics.inflightBytes.set(admission.bytes);
       metrics.workerUtilization.set(pool.utilization());
     },
     async close() {
-      closing = true;
       clearInterval(poll);
-      if (inflight > 0) await new Promise<void>((resolve) => (idle = resolve));
+      await admission.close();
       await relay.close();
       await relay.drain().catch((error) => logger.warn({ err: error }, 'final audit relay failed'));
       await destinations.close();

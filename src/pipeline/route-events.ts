@@ -1,5 +1,10 @@
 import { create, toBinary } from '@bufbuild/protobuf';
-import { type DecodedEvent, decodePublishRequest, type EventJson } from '../catalogue/index.ts';
+import {
+  type DecodedEvent,
+  decodePublishRequest,
+  type EventJson,
+  TooManyEventsError,
+} from '../catalogue/index.ts';
 import { PublishResponseSchema } from '../gen/agent_ingress/ingest/v0/ingest_pb.ts';
 import { newId } from '../ids.ts';
 import type { Routing } from './routing.ts';
@@ -37,11 +42,22 @@ function partitionKey(object: EventJson): string {
  * the request, so nothing of it is delivered), then for each event its account's routes: filter,
  * project, wrap in the envelope, serialize once per projection, and group by destination.
  */
-export function routeRequest(routing: Routing, bytes: Uint8Array, receivedAt: number): RouteResult {
+export function routeRequest(
+  routing: Routing,
+  bytes: Uint8Array,
+  receivedAt: number,
+  maxEvents = Number.POSITIVE_INFINITY,
+): RouteResult {
   let events: DecodedEvent[];
   try {
-    events = decodePublishRequest(bytes);
+    events = decodePublishRequest(bytes, maxEvents);
   } catch (error) {
+    if (error instanceof TooManyEventsError) {
+      return {
+        kind: 'too-many',
+        message: `a request may carry at most ${maxEvents} events (MAX_INGEST_EVENTS); split it`,
+      };
+    }
     return { kind: 'invalid', message: `malformed PublishRequest: ${(error as Error).message}` };
   }
   for (let i = 0; i < events.length; i++) {
@@ -52,6 +68,7 @@ export function routeRequest(routing: Routing, bytes: Uint8Array, receivedAt: nu
   const byDestination = new Map<string, EventRecord[]>();
   const eventIds: string[] = new Array(events.length);
   let matched = 0;
+  let jsonBytes = 0;
   for (let i = 0; i < events.length; i++) {
     const event = events[i];
     const eventId = event.eventId || newId('ev');
@@ -81,6 +98,7 @@ export function routeRequest(routing: Routing, bytes: Uint8Array, receivedAt: nu
         });
         record = { eventId, eventType, accountId: event.accountId, partitionKey: key, json };
         records.set(route.projectionKey, record);
+        jsonBytes += json.length;
       }
       for (const destinationId of route.destinationIds) {
         const batch = byDestination.get(destinationId);
@@ -97,5 +115,12 @@ export function routeRequest(routing: Routing, bytes: Uint8Array, receivedAt: nu
     PublishResponseSchema,
     create(PublishResponseSchema, { accepted: events.length, eventIds }),
   );
-  return { kind: 'routed', response, accepted: events.length, matched, deliveries };
+  return {
+    kind: 'routed',
+    response,
+    accepted: events.length,
+    matched,
+    deliveries,
+    bytes: jsonBytes,
+  };
 }

@@ -20,17 +20,38 @@ export interface RoutePool {
 }
 
 /**
+ * The heap of a worker, MiB: old generation room for the largest request's decoded events and
+ * records (a few times its bytes) with headroom, a small young generation, and no more, so that
+ * garbage is collected instead of growing the process (WORKER_THREADS × this bounds the
+ * workers' heaps).
+ */
+export function workerHeapLimits(maxIngestBytes: number) {
+  return {
+    maxOldGenerationSizeMb: Math.max(48, Math.ceil((16 * maxIngestBytes) / 2 ** 20)),
+    maxYoungGenerationSizeMb: 8,
+  };
+}
+
+/**
  * A piscina pool of route-events workers. A worker that lacks the current configuration version
  * answers `need-config` and gets the task again with the configuration attached, so a config
  * change costs one extra round per worker and a replaced (crashed) worker catches up by itself.
  */
-export function createRoutePool(options: { threads: number; maxQueue: number }): RoutePool {
+export function createRoutePool(options: {
+  threads: number;
+  maxQueue: number;
+  /** Events a request may carry (MAX_INGEST_EVENTS). */
+  maxEvents: number;
+  /** Bytes a request may carry (MAX_INGEST_BYTES): sizes the workers' heaps. */
+  maxBytes: number;
+}): RoutePool {
   const pool = new Piscina<RouteTask, RouteResult>({
     filename: WORKER_FILE,
     minThreads: options.threads,
     maxThreads: options.threads,
     maxQueue: options.maxQueue,
     idleTimeout: Number.POSITIVE_INFINITY,
+    resourceLimits: workerHeapLimits(options.maxBytes),
   });
   // Piscina reports a worker that fails between tasks here; unheard, it would end the process.
   // The pool replaces the worker by itself, so there is nothing else to do.
@@ -39,13 +60,15 @@ export function createRoutePool(options: { threads: number; maxQueue: number }):
   return {
     async route(request, receivedAt) {
       const current = config;
-      const first = await pool.run({ version: current.version, request, receivedAt });
+      const { maxEvents } = options;
+      const first = await pool.run({ version: current.version, request, receivedAt, maxEvents });
       if (first.kind !== 'need-config') return first;
       const second = await pool.run({
         version: current.version,
         config: current,
         request,
         receivedAt,
+        maxEvents,
       });
       if (second.kind === 'need-config')
         throw new Error('route-events worker refused its configuration');

@@ -13,6 +13,8 @@ export interface RouteTask {
   request: Uint8Array;
   /** Milliseconds since the epoch when the request arrived: the default event time. */
   receivedAt: number;
+  /** A request with more events is refused before they are decoded (MAX_INGEST_EVENTS). */
+  maxEvents: number;
 }
 
 /** The records one destination must make durable for the request to be acknowledged. */
@@ -25,6 +27,7 @@ export interface Delivery {
 export type RouteResult =
   | { kind: 'need-config' }
   | { kind: 'invalid'; message: string }
+  | { kind: 'too-many'; message: string }
   | {
       kind: 'routed';
       /** The PublishResponse (accepted count, assigned ids in request order), binary protobuf. */
@@ -32,4 +35,6 @@ export type RouteResult =
       accepted: number;
       matched: number;
       deliveries: Delivery[];
+      /** Size of the records' JSON, characters (each record once, however many destinations share it). */
+      bytes: number;
     };

@@ -5,7 +5,6 @@ import { create, fromBinary, fromJsonString, type JsonObject, toBinary } from '@
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { timestampToJson } from '../../src/catalogue/index.ts';
 import { StringListSchema } from '../../src/gen/agent_ingress/events/v0/traffic_pb.ts';
 import {
   type Event,
@@ -20,6 +19,7 @@ import { TEST_INGEST_TOKEN } from '../helpers/ingest-client.ts';
 import { startTestService } from '../helpers/service.ts';
 import { pgliteStore, type TestStore } from '../helpers/stores.ts';
 import { expectAlive, FUZZ_ENV, fuzzParams, rawRequest } from './fuzz-helpers.ts';
+import { acceptable, CLIENT_CODES, decode } from './publish-oracle.ts';
 
 // Property-based bad input for Connect Publish (binary and JSON): random bytes, valid requests
 // with bytes flipped, inserted or cut, a valid request cut at every byte, events with wrong
@@ -41,32 +41,6 @@ interface PublishAnswer {
   code: string | undefined;
   message: string;
   eventIds: string[];
-}
-
-/** The Connect error codes a client's mistake may get; `internal` and `unknown` are bugs. */
-const CLIENT_CODES = ['invalid_argument', 'resource_exhausted', 'unauthenticated'];
-
-const EVENT_ID = /^[\x21-\x7e]{1,128}$/;
-
-/** Whether the service must accept a decoded request: the envelope rules of DESIGN.md/README. */
-function acceptable(request: PublishRequest): boolean {
-  return request.events.every(
-    (e) =>
-      e.accountId !== '' &&
-      e.accountId.length <= 128 &&
-      e.payload.case !== undefined &&
-      (e.eventId === '' || EVENT_ID.test(e.eventId)) &&
-      (e.eventTimestamp === undefined || timestampToJson(e.eventTimestamp) !== null),
-  );
-}
-
-/** protobuf-es's reading of the bytes, or undefined when they are not a PublishRequest. */
-function decode(bytes: Uint8Array): PublishRequest | undefined {
-  try {
-    return fromBinary(PublishRequestSchema, bytes);
-  } catch {
-    return undefined;
-  }
 }
 
 function varint(n: number): number[] {

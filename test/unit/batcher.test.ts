@@ -151,6 +151,45 @@ describe('batcher', () => {
     await b.close();
   });
 
+  it('takes a call larger than maxPendingBytes in pieces as flushes free room, never holding more', async () => {
+    const flushed: Batch[] = [];
+    let held = 0;
+    let release: () => void = () => {};
+    const b = createBatcher({
+      maxEvents: 100,
+      maxBytes: 20,
+      lingerMs: 5,
+      maxPendingBytes: 20,
+      flush: (batch) =>
+        new Promise<void>((resolve) => {
+          held = Math.max(held, b.pendingBytes);
+          release = () => {
+            release = () => {};
+            flushed.push(batch);
+            resolve();
+          };
+        }),
+    });
+    const tenBytes = (i: number) => rec(i, '{"a":"12"}');
+    let settled = false;
+    const big = b.add([1, 2, 3, 4, 5].map(tenBytes)).then(() => {
+      settled = true;
+    });
+    expect(b.pendingBytes).toBe(20);
+    // While the oversized call is being taken, another caller is refused, not queued past the bound.
+    await expect(b.add([tenBytes(6)])).rejects.toBeInstanceOf(BatcherFullError);
+    while (!settled) {
+      await new Promise((r) => setTimeout(r, 10));
+      expect(b.pendingBytes).toBeLessThanOrEqual(20);
+      release();
+    }
+    await big;
+    expect(held).toBeLessThanOrEqual(20);
+    expect(flushed.map(ids)).toEqual([['ev_1', 'ev_2'], ['ev_3', 'ev_4'], ['ev_5']]);
+    expect(b.pendingBytes).toBe(0);
+    await b.close();
+  });
+
   it('close flushes what is left and refuses new records', async () => {
     const flushed: Batch[] = [];
     const b = createBatcher({

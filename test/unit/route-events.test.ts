@@ -88,4 +88,27 @@ describe('routeRequest', () => {
       'invalid',
     );
   });
+
+  it('refuses a request over maxEvents before decoding past it, and counts the records’ JSON', () => {
+    const routing = compileRouting(
+      config([
+        {
+          id: 's1',
+          accountId: 'ac_a',
+          sources: [{ type: HTTP, filter: '', fields: [] }],
+          destinationIds: ['d1', 'd2'],
+        },
+      ]),
+    );
+    const { bytes } = request(5);
+    expect(routeRequest(routing, bytes, Date.now(), 4)).toEqual({
+      kind: 'too-many',
+      message: 'a request may carry at most 4 events (MAX_INGEST_EVENTS); split it',
+    });
+    const result = routeRequest(routing, bytes, Date.now(), 5);
+    if (result.kind !== 'routed') throw new Error(`not routed: ${result.kind}`);
+    // Two destinations share each record: its JSON counts once.
+    const json = result.deliveries[0].records.reduce((n, r) => n + r.json.length, 0);
+    expect(result.bytes).toBe(json);
+  });
 });

@@ -8,7 +8,12 @@ import { createRoutePool, routeFailureKind } from '../../src/pipeline/worker-poo
 import { generateEvents } from '../helpers/events.ts';
 
 describe('route-events worker pool', () => {
-  const pool = createRoutePool({ threads: 1, maxQueue: 8 });
+  const pool = createRoutePool({
+    threads: 1,
+    maxQueue: 8,
+    maxEvents: 10_000,
+    maxBytes: 4 * 1024 * 1024,
+  });
   afterAll(() => pool.close());
 
   it('routes in a real worker and picks up each new configuration version', async () => {

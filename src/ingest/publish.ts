@@ -1,0 +1,70 @@
+import { Code, ConnectError } from '@connectrpc/connect';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { CLOSED_MID_REQUEST, closedMidRequest } from '../api/http-errors.ts';
+import { bearerToken } from '../auth/tokens.ts';
+import { AppError } from '../errors.ts';
+import type { Metrics } from '../metrics.ts';
+import type { Claim } from '../pipeline/admission.ts';
+import type { Pipeline } from '../pipeline/pipeline.ts';
+import { readUnary } from './read-request.ts';
+import type { Wire } from './wire.ts';
+import { answer } from './wire-answers.ts';
+
+// Publish in every protocol: the request is admitted (a request slot, its bytes in the budget)
+// before its body is read, its message goes to a worker as bytes, and any failure is answered
+// in the request's protocol. A client's bad bytes are INVALID_ARGUMENT, never INTERNAL.
+
+/** What Publish needs. */
+export interface PublishDeps {
+  pipeline: Pipeline;
+  isIngestToken: (token: string) => boolean;
+  metrics: Metrics;
+  /** Largest request or stream message (MAX_INGEST_BYTES). */
+  maxIngestBytes: number;
+}
+
+/** Throws UNAUTHENTICATED unless the request carries a valid ingest token. */
+export function authenticate(request: FastifyRequest, deps: PublishDeps): void {
+  const token = bearerToken(request.headers.authorization);
+  if (token === undefined || !deps.isIngestToken(token)) {
+    deps.metrics.ingestRequests.inc({ result: 'ERR_UNAUTHORIZED' });
+    throw new ConnectError(
+      'a valid ingest token is required: "Authorization: Bearer <token>"',
+      Code.Unauthenticated,
+    );
+  }
+}
+
+/**
+ * Any failure as the ConnectError the client gets; an unexpected one is logged (an upload the
+ * client aborted is not: it is the client's doing, and logged at info).
+ */
+export function clientError(request: FastifyRequest, error: unknown): ConnectError {
+  if (error instanceof ConnectError) return error;
+  const appError = AppError.from(error);
+  if (closedMidRequest(request.raw)) request.log.info(CLOSED_MID_REQUEST);
+  else if (appError.status >= 500) request.log.error({ err: error }, 'publish failed');
+  return appError.toConnect();
+}
+
+/** Serves one Publish. */
+export async function publish(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  wire: Wire,
+  deps: PublishDeps,
+): Promise<FastifyReply> {
+  let claim: Claim | undefined;
+  try {
+    authenticate(request, deps);
+    claim = deps.pipeline.admit();
+    const limits = { claim, maxBytes: deps.maxIngestBytes };
+    const message = await readUnary(request.raw, wire, limits);
+    const { response } = await deps.pipeline.publish(message, Date.now(), claim);
+    return answer(request, reply, wire, response, deps.maxIngestBytes);
+  } catch (error) {
+    return answer(request, reply, wire, clientError(request, error), deps.maxIngestBytes);
+  } finally {
+    claim?.end();
+  }
+}

@@ -34,6 +34,18 @@ interface Exchange {
   response: ServerResponse;
 }
 
+/** Requests whose handler ends them itself at shutdown (open streams: see drainsItself). */
+const selfDraining = new WeakSet<IncomingMessage>();
+
+/**
+ * Marks a request whose handler answers it promptly when the server closes (a PublishStream,
+ * ended with the ids it made durable): the drain leaves its connection open for that answer,
+ * although the request never arrives whole.
+ */
+export function drainsItself(request: IncomingMessage): void {
+  selfDraining.add(request);
+}
+
 /** Creates the policy; build the server with its serverOptions, then `install` it. */
 export function createConnections(config: ConnectionConfig, logger: Logger): Connections {
   const { requestTimeoutMs, headersTimeoutMs, maxConnections } = config;
@@ -42,9 +54,10 @@ export function createConnections(config: ConnectionConfig, logger: Logger): Con
   let draining = false;
   let full = false;
 
-  /** True while the connection answers a request it has received whole. */
+  /** True while the connection answers a request it has received whole, or that drains itself. */
   function answering(socket: Socket): boolean {
-    return exchanges.get(socket)?.request.complete === true;
+    const request = exchanges.get(socket)?.request;
+    return request !== undefined && (request.complete || selfDraining.has(request));
   }
 
   /** At shutdown, only a connection answering a received request may stay until it is answered. */

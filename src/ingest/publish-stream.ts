@@ -1,5 +1,6 @@
 import { Code, ConnectError } from '@connectrpc/connect';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { drainsItself } from '../connections.ts';
 import { AppError } from '../errors.ts';
 import { PublishResponseSchema } from '../gen/agent_ingress/ingest/v0/ingest_pb.ts';
 import type { Claim } from '../pipeline/admission.ts';
@@ -158,6 +159,7 @@ export async function publishStream(
     answered = resolve;
   });
   const untrack = deps.streams.add(halt, done);
+  drainsItself(request.raw);
   try {
     const outcome = await serve(request, wire, claim, halt, deps);
     reply.raw.once('finish', answered).once('close', answered);

@@ -40,10 +40,11 @@ export function authenticate(request: FastifyRequest, deps: PublishDeps): void {
  * client aborted is not: it is the client's doing, and logged at info).
  */
 export function clientError(request: FastifyRequest, error: unknown): ConnectError {
+  const closed = closedMidRequest(request.raw);
+  if (closed) request.log.info(CLOSED_MID_REQUEST);
   if (error instanceof ConnectError) return error;
   const appError = AppError.from(error);
-  if (closedMidRequest(request.raw)) request.log.info(CLOSED_MID_REQUEST);
-  else if (appError.status >= 500) request.log.error({ err: error }, 'publish failed');
+  if (!closed && appError.status >= 500) request.log.error({ err: error }, 'publish failed');
   return appError.toConnect();
 }
 

@@ -76,7 +76,7 @@ describe('SIGTERM with open PublishStreams', () => {
     const all = [...sent.connect, ...sent.grpc].flat().map((e) => e.eventId);
     await until(
       'streamed events in the file',
-      () => missing(all, readFileDestination(join(dataDir, 'events', 'streams')).ids) === '',
+      () => missing(all, readFileDestination(join(dataDir, 'events', accountId, 'streams')).ids) === '',
       15_000,
       100,
     );
@@ -95,7 +95,7 @@ describe('SIGTERM with open PublishStreams', () => {
       const ids = sent[name as keyof typeof sent].flat().map((e) => e.eventId);
       expect(durable?.eventIds, `${name}: ${message}`).toEqual(ids);
     }
-    const file = readFileDestination(join(dataDir, 'events', 'streams'));
+    const file = readFileDestination(join(dataDir, 'events', accountId, 'streams'));
     expect(file.openFiles, 'a clean shutdown finishes the open file').toEqual([]);
     expect(missing([...probes, ...all], file.ids)).toBe('');
   }, 90_000);

@@ -371,7 +371,7 @@ describe('gRPC, gRPC-Web and PublishStream under fuzz (pglite)', () => {
   });
 
   it('has delivered every accepted event and nothing of refused messages', async () => {
-    const dir = join(store.env.DATA_DIR, 'events', DESTINATION_PATH);
+    const dir = join(store.env.DATA_DIR, 'events', account, DESTINATION_PATH);
     const inFiles = new Set(
       readdirSync(dir)
         .flatMap((file) => readFileSync(join(dir, file), 'utf8').split('\n'))

@@ -44,8 +44,8 @@ async function limitedService(env: Record<string, string>) {
 }
 
 /** Every event id in the file destination's NDJSON files. */
-function deliveredIds(store: TestStore): Set<string> {
-  const dir = join(store.env.DATA_DIR, 'events', DESTINATION);
+function deliveredIds(store: TestStore, account: string): Set<string> {
+  const dir = join(store.env.DATA_DIR, 'events', account, DESTINATION);
   return new Set(
     readdirSync(dir)
       .flatMap((file) => readFileSync(join(dir, file), 'utf8').split('\n'))
@@ -131,7 +131,7 @@ describe('request slots: unary Publish and open PublishStreams share MAX_INFLIGH
     expect((await client.publish(namedEvents(account, 1, 'slot-after'))).accepted).toBe(1);
     streams[1].end();
     expect(codeOf(await streams[1].answer)).toBe(0);
-    expect(deliveredIds(store).has('slot-third-0')).toBe(false);
+    expect(deliveredIds(store, account).has('slot-third-0')).toBe(false);
   });
 });
 
@@ -196,7 +196,7 @@ describe('the in-flight byte budget: MAX_INFLIGHT_BYTES', () => {
     const stream = openStream(service.url, [events]);
     stream.end();
     expect(codeOf(await stream.answer)).toBe(Code.ResourceExhausted);
-    expect([...deliveredIds(store)].filter((id) => id.startsWith('budget-'))).toEqual([]);
+    expect([...deliveredIds(store, account)].filter((id) => id.startsWith('budget-'))).toEqual([]);
 
     // A client that goes away gives its bytes back.
     for (const request of holders) request.destroy();
@@ -238,7 +238,7 @@ describe('event limits and the stream idle timeout', () => {
     expect(tooMany?.code, tooMany?.message).toBe(Code.ResourceExhausted);
     expect(tooMany?.rawMessage).toContain('MAX_INGEST_EVENTS');
     expect((await client.publish(namedEvents(account, 100, 'enough'))).accepted).toBe(100);
-    const files = deliveredIds(store);
+    const files = deliveredIds(store, account);
     expect([...files].filter((id) => id.startsWith('many-'))).toEqual([]);
     expect(files.has('enough-99')).toBe(true);
   });
@@ -256,7 +256,7 @@ describe('event limits and the stream idle timeout', () => {
     const sent = batches.slice(0, 2).flatMap((events) => events.map((e) => e.eventId));
     expect(durable?.eventIds).toEqual(sent);
     expect(durable?.accepted).toBe(200);
-    const files = deliveredIds(store);
+    const files = deliveredIds(store, account);
     expect(sent.filter((id) => !files.has(id))).toEqual([]);
     expect([...files].filter((id) => id.startsWith('stream-2-'))).toEqual([]);
   });
@@ -274,7 +274,7 @@ describe('event limits and the stream idle timeout', () => {
     expect(error.findDetails(PublishResponseSchema)[0]?.eventIds).toEqual(
       events.map((e) => e.eventId),
     );
-    expect(deliveredIds(store).has('idle-9')).toBe(true);
+    expect(deliveredIds(store, account).has('idle-9')).toBe(true);
   });
 
   it('hangs up on a client that keeps sending after its stream was answered', async () => {

@@ -76,7 +76,8 @@ describe('SIGTERM with open PublishStreams', () => {
     const all = [...sent.connect, ...sent.grpc].flat().map((e) => e.eventId);
     await until(
       'streamed events in the file',
-      () => missing(all, readFileDestination(join(dataDir, 'events', accountId, 'streams')).ids) === '',
+      () =>
+        missing(all, readFileDestination(join(dataDir, 'events', accountId, 'streams')).ids) === '',
       15_000,
       100,
     );

@@ -1,21 +1,15 @@
-import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RESOURCES } from '../../src/api/resources.ts';
 import type { Service } from '../../src/service.ts';
+import { type ProcessRun, runProcess } from '../helpers/run-process.ts';
 import { startTestService, TEST_BOOTSTRAP_KEY } from '../helpers/service.ts';
 import { SERVICE_DIR } from '../helpers/service-process.ts';
 import { pgliteStore, type TestStore } from '../helpers/stores.ts';
 
 // `npm run cli -- api …` (node src/cli.ts api …) as a real process against a real service:
 // every declared resource's operations, paging, tables, the extra routes and the errors.
-
-interface CliRun {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
 
 let service: Service;
 let store: TestStore;
@@ -33,26 +27,12 @@ function readmeCommands(): string[] {
 }
 
 /** Runs `node src/cli.ts api …args` with the service's URL and key in the environment. */
-function api(args: string[], env: Record<string, string> = {}): Promise<CliRun> {
-  const child = spawn(process.execPath, ['src/cli.ts', 'api', ...args], {
-    cwd: SERVICE_DIR,
-    env: {
-      ...process.env,
-      AGENT_INGRESS_URL: service.url,
-      AGENT_INGRESS_API_KEY: TEST_BOOTSTRAP_KEY,
-      ...env,
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
+function api(args: string[], env: Record<string, string> = {}): Promise<ProcessRun> {
+  return runProcess(process.execPath, ['src/cli.ts', 'api', ...args], {
+    AGENT_INGRESS_URL: service.url,
+    AGENT_INGRESS_API_KEY: TEST_BOOTSTRAP_KEY,
+    ...env,
   });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-    stdout += chunk;
-  });
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
-    stderr += chunk;
-  });
-  return new Promise((resolve) => child.once('close', (code) => resolve({ code, stdout, stderr })));
 }
 
 /** Runs a command that must succeed and returns its JSON output. */
@@ -226,20 +206,10 @@ describe('cli api', () => {
         ids.ESB_ID = listed.event_subscriptions[0].id;
       }
       const line = command.replace(/<(\w+)>/g, (_match, name: string) => ids[name]);
-      const child = spawn('bash', ['-c', line], {
-        cwd: SERVICE_DIR,
-        env: {
-          ...process.env,
-          AGENT_INGRESS_URL: service.url,
-          AGENT_INGRESS_API_KEY: TEST_BOOTSTRAP_KEY,
-        },
-        stdio: ['ignore', 'ignore', 'pipe'],
+      const { code, stderr } = await runProcess('bash', ['-c', line], {
+        AGENT_INGRESS_URL: service.url,
+        AGENT_INGRESS_API_KEY: TEST_BOOTSTRAP_KEY,
       });
-      let stderr = '';
-      child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
-        stderr += chunk;
-      });
-      const code = await new Promise((resolve) => child.once('close', resolve));
       expect(code, `${line}\n${stderr}`).toBe(0);
     }
   });

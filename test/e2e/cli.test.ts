@@ -1,40 +1,21 @@
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { type ProcessRun, runProcess } from '../helpers/run-process.ts';
 import { apiClient } from '../helpers/service.ts';
-import {
-  SERVICE_DIR,
-  type ServiceProcess,
-  startServiceProcess,
-} from '../helpers/service-process.ts';
+import { type ServiceProcess, startServiceProcess } from '../helpers/service-process.ts';
 
 // `npm run cli` (node src/cli.ts) as a real process, beside a real service process on the same
 // embedded store and on a stopped one.
 
-interface CliRun {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
 /** Runs the CLI with the embedded store under `dataDir` (DATABASE_URL unset). */
-function runCli(args: string[], dataDir: string): Promise<CliRun> {
-  const child = spawn(process.execPath, ['src/cli.ts', ...args], {
-    cwd: SERVICE_DIR,
-    env: { ...process.env, DATA_DIR: dataDir, DATABASE_URL: '', LOG_LEVEL: 'warn' },
-    stdio: ['ignore', 'pipe', 'pipe'],
+function runCli(args: string[], dataDir: string): Promise<ProcessRun> {
+  return runProcess(process.execPath, ['src/cli.ts', ...args], {
+    DATA_DIR: dataDir,
+    DATABASE_URL: '',
+    LOG_LEVEL: 'warn',
   });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-    stdout += chunk;
-  });
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
-    stderr += chunk;
-  });
-  return new Promise((resolve) => child.once('close', (code) => resolve({ code, stdout, stderr })));
 }
 
 const TOKEN = /token {3}(aik_[A-Za-z0-9_-]+)/;

@@ -1,11 +1,10 @@
-import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Service } from '../../src/service.ts';
 import { TEST_INGEST_TOKEN } from '../helpers/ingest-client.ts';
+import { runProcess } from '../helpers/run-process.ts';
 import { apiClient, startTestService, TEST_BOOTSTRAP_KEY } from '../helpers/service.ts';
-import { SERVICE_DIR } from '../helpers/service-process.ts';
 import { pgliteStore, type TestStore } from '../helpers/stores.ts';
 
 // README's Node.js publishing example, run with the command README gives (npm run
@@ -37,25 +36,15 @@ describe('examples/publish.ts', () => {
     expect(subscription.status).toBe(201);
     await service.pipeline.reload();
 
-    const child = spawn('npm', ['run', '--silent', 'example:publish'], {
-      cwd: SERVICE_DIR,
-      env: {
-        ...process.env,
+    const { code, stdout, stderr } = await runProcess(
+      'npm',
+      ['run', '--silent', 'example:publish'],
+      {
         AGENT_INGRESS_URL: service.url,
         AGENT_INGRESS_API_KEY: TEST_BOOTSTRAP_KEY,
         INGEST_TOKEN: TEST_INGEST_TOKEN,
       },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-      stdout += chunk;
-    });
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
-      stderr += chunk;
-    });
-    const code = await new Promise((resolve) => child.once('close', resolve));
+    );
     expect(code, stderr).toBe(0);
     const printed = JSON.parse(stdout);
     const account = service.firstKey!.accountId;

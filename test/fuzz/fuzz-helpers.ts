@@ -30,6 +30,31 @@ export interface RawResponse {
   json: any;
 }
 
+/**
+ * Sends every traffic event of the bootstrap key's account to a new file destination at `path`
+ * (inside the account's directory), and waits until the pipeline routes by it.
+ */
+export async function routeTrafficToFile(service: Service, path: string): Promise<void> {
+  const destination = await rawRequest(
+    service.url,
+    'POST',
+    '/event_destinations',
+    JSON.stringify({ target: { file: { path } } }),
+  );
+  expect(destination.status, destination.text).toBe(201);
+  const subscription = await rawRequest(
+    service.url,
+    'POST',
+    '/event_subscriptions',
+    JSON.stringify({
+      sources: [{ type: 'http_request_complete.v0' }, { type: 'tcp_connection_closed.v0' }],
+      destination_ids: [destination.json.id],
+    }),
+  );
+  expect(subscription.status, subscription.text).toBe(201);
+  await service.pipeline.reload();
+}
+
 /** Sends `body` exactly as given (string or bytes) with the bootstrap key unless told otherwise. */
 export async function rawRequest(
   baseUrl: string,

@@ -18,7 +18,7 @@ import { generateEvents } from '../helpers/events.ts';
 import { TEST_INGEST_TOKEN } from '../helpers/ingest-client.ts';
 import { startTestService } from '../helpers/service.ts';
 import { pgliteStore, type TestStore } from '../helpers/stores.ts';
-import { expectAlive, FUZZ_ENV, fuzzParams, rawRequest } from './fuzz-helpers.ts';
+import { expectAlive, FUZZ_ENV, fuzzParams, routeTrafficToFile } from './fuzz-helpers.ts';
 import { acceptable, CLIENT_CODES, decode } from './publish-oracle.ts';
 
 // Property-based bad input for Connect Publish (binary and JSON): random bytes, valid requests
@@ -321,24 +321,7 @@ describe('Connect Publish under fuzz (pglite)', () => {
       BATCH_LINGER_MS: '5',
     });
     account = (await service.db.query<{ id: string }>('SELECT id FROM accounts')).rows[0].id;
-    const destination = await rawRequest(
-      service.url,
-      'POST',
-      '/event_destinations',
-      JSON.stringify({ target: { file: { path: DESTINATION_PATH } } }),
-    );
-    expect(destination.status, destination.text).toBe(201);
-    const subscription = await rawRequest(
-      service.url,
-      'POST',
-      '/event_subscriptions',
-      JSON.stringify({
-        sources: [{ type: 'http_request_complete.v0' }, { type: 'tcp_connection_closed.v0' }],
-        destination_ids: [destination.json.id],
-      }),
-    );
-    expect(subscription.status, subscription.text).toBe(201);
-    await service.pipeline.reload();
+    await routeTrafficToFile(service, DESTINATION_PATH);
   });
   afterAll(async () => {
     await service?.close();

@@ -22,7 +22,7 @@ import {
   type RawAnswer,
   sendRaw,
 } from '../helpers/wire-client.ts';
-import { expectAlive, FUZZ_ENV, fuzzParams, rawRequest } from './fuzz-helpers.ts';
+import { expectAlive, FUZZ_ENV, fuzzParams, routeTrafficToFile } from './fuzz-helpers.ts';
 import { acceptable, decode } from './publish-oracle.ts';
 
 // Property-based bad input for the framings ingest-payloads.test.ts does not cover: unary
@@ -65,24 +65,7 @@ describe('gRPC, gRPC-Web and PublishStream under fuzz (pglite)', () => {
       BATCH_LINGER_MS: '5',
     });
     account = (await service.db.query<{ id: string }>('SELECT id FROM accounts')).rows[0].id;
-    const destination = await rawRequest(
-      service.url,
-      'POST',
-      '/event_destinations',
-      JSON.stringify({ target: { file: { path: DESTINATION_PATH } } }),
-    );
-    expect(destination.status, destination.text).toBe(201);
-    const subscription = await rawRequest(
-      service.url,
-      'POST',
-      '/event_subscriptions',
-      JSON.stringify({
-        sources: [{ type: 'http_request_complete.v0' }, { type: 'tcp_connection_closed.v0' }],
-        destination_ids: [destination.json.id],
-      }),
-    );
-    expect(subscription.status, subscription.text).toBe(201);
-    await service.pipeline.reload();
+    await routeTrafficToFile(service, DESTINATION_PATH);
   });
   afterAll(async () => {
     closeRawSessions();

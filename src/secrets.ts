@@ -1,8 +1,9 @@
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
-import { access, link, readFile, rm, writeFile } from 'node:fs/promises';
+import { link, readFile, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { type Config, parseSecretsKey } from './config.ts';
 import { fsyncDir } from './fsync-dir.ts';
+import { pathExists } from './path-exists.ts';
 
 // Destination secrets are stored sealed: `enc:v1:<key id>:<base64url(nonce ‖ ciphertext ‖ tag)>`,
 // AES-256-GCM with a random 96-bit nonce per value. The key id (a hash prefix of the key, which
@@ -84,11 +85,7 @@ async function createKeyFile(path: string): Promise<void> {
 
 async function keyFromFile(dataDir: string): Promise<Buffer> {
   const path = join(dataDir, SECRETS_KEY_FILE);
-  const exists = await access(path).then(
-    () => true,
-    () => false,
-  );
-  if (!exists) await createKeyFile(path);
+  if (!(await pathExists(path))) await createKeyFile(path);
   return parseSecretsKey((await readFile(path, 'utf8')).trim(), path);
 }
 

@@ -1,7 +1,8 @@
-import { access, mkdir, readdir, rename, rmdir, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, rename, rmdir, writeFile } from 'node:fs/promises';
 import { dirname, join, relative, sep } from 'node:path';
 import { fsyncDir } from '../../fsync-dir.ts';
 import type { Logger } from '../../logger.ts';
+import { pathExists } from '../../path-exists.ts';
 import { parseFileSinkConfig } from './config.ts';
 
 // File destinations live in DATA_DIR/events/<account_id>/<path>. Earlier versions wrote them to
@@ -36,13 +37,6 @@ export interface FileDestinationPath {
   path: string;
 }
 
-async function exists(path: string): Promise<boolean> {
-  return access(path).then(
-    () => true,
-    () => false,
-  );
-}
-
 /** The directory a path names under base, or undefined for a path that leaves it. */
 function under(base: string, path: string): string | undefined {
   try {
@@ -63,8 +57,8 @@ async function stage(events: string): Promise<void> {
 }
 
 async function moveOne(from: string, to: string, logger: Logger): Promise<void> {
-  if (!(await exists(from))) return;
-  if (await exists(to)) {
+  if (!(await pathExists(from))) return;
+  if (await pathExists(to)) {
     logger.warn({ from, to }, 'file layout: both the old and the new directory exist; left as is');
     return;
   }
@@ -104,7 +98,7 @@ async function setAside(events: string, logger: Logger): Promise<void> {
     await rmdir(staged);
   } else {
     let aside = join(events, UNCLAIMED);
-    if (await exists(aside)) aside = `${aside}-${Date.now()}`;
+    if (await pathExists(aside)) aside = `${aside}-${Date.now()}`;
     await rename(staged, aside);
     logger.warn(
       { dir: aside, entries: left },
@@ -125,11 +119,11 @@ export async function migrateFileLayout(
 ): Promise<void> {
   const events = eventsDir(dataDir);
   await mkdir(events, { recursive: true });
-  if (!(await exists(join(events, MARKER)))) {
-    if (!(await exists(join(events, STAGED)))) await stage(events);
+  if (!(await pathExists(join(events, MARKER)))) {
+    if (!(await pathExists(join(events, STAGED)))) await stage(events);
     await moveDestinations(events, await destinations(), logger);
     await writeFile(join(events, MARKER), 'file destinations: events/<account_id>/<path>\n');
     await fsyncDir(events);
   }
-  if (await exists(join(events, STAGED))) await setAside(events, logger);
+  if (await pathExists(join(events, STAGED))) await setAside(events, logger);
 }

@@ -1,7 +1,8 @@
-import { access, type FileHandle, lstat, mkdir, open, readdir, rename } from 'node:fs/promises';
+import { type FileHandle, lstat, mkdir, open, readdir, rename } from 'node:fs/promises';
 import { join, relative, sep } from 'node:path';
 import { fsyncDir } from '../../fsync-dir.ts';
 import type { Logger } from '../../logger.ts';
+import { pathExists } from '../../path-exists.ts';
 import { type Sink, SinkError } from '../types.ts';
 import type { FileSinkConfig } from './config.ts';
 import { encodeNdjson } from './encode.ts';
@@ -50,13 +51,6 @@ function utcStamp(date: Date): string {
     .toISOString()
     .replace(/[-:]/g, '')
     .replace(/\.\d{3}/, '');
-}
-
-async function exists(path: string): Promise<boolean> {
-  return access(path).then(
-    () => true,
-    () => false,
-  );
 }
 
 // Creates dir one component at a time from root down, refusing a symbolic link anywhere on the
@@ -139,7 +133,7 @@ export function createFileSink(deps: FileSinkDeps): Sink {
     for (;;) {
       const name = `events-${stamp}-${String(seq++).padStart(6, '0')}.ndjson`;
       // Same second after a restart: a name is taken (finished or open), try the next number.
-      if (await exists(join(dir, name))) continue;
+      if (await pathExists(join(dir, name))) continue;
       try {
         const fh = await open(join(dir, name + OPEN_SUFFIX), 'wx');
         await fsyncDir(dir);

@@ -62,8 +62,6 @@ export interface Config {
   maxConnections: number;
   /** Ports reserved TCP addresses are allocated from, in every region. */
   tcpAddrPorts: PortRange;
-  /** Reserved TCP addresses are `<region>.<tcpAddrDomain>:<port>`. */
-  tcpAddrDomain: string;
   /** How long an instance trusts its cached IP restrictions of an account (changes made elsewhere). */
   ipRestrictionCacheTtlMs: number;
 }
@@ -111,12 +109,6 @@ function hostnames(env: Env, name: string, fallback: string): string[] {
     }
   }
   return values;
-}
-
-function hostname(env: Env, name: string, fallback: string): string {
-  const values = hostnames(env, name, fallback);
-  if (values.length !== 1) throw new ConfigError(name, 'must be one DNS name');
-  return values[0];
 }
 
 function url(env: Env, name: string, fallback: string): string {
@@ -247,7 +239,6 @@ export function loadConfig(env: Env = process.env): Config {
     keepAliveTimeoutMs: integer(env, 'KEEP_ALIVE_TIMEOUT_MS', 72_000, 100, 3_600_000),
     maxConnections: integer(env, 'MAX_CONNECTIONS', 512, 1, 1_000_000),
     tcpAddrPorts: portRange(env, 'TCP_ADDR_PORTS', '20000-29999'),
-    tcpAddrDomain: hostname(env, 'TCP_ADDR_DOMAIN', 'tcp.agent-ingress.example'),
     ipRestrictionCacheTtlMs: integer(env, 'IP_RESTRICTION_CACHE_TTL_MS', 5_000, 0, 3_600_000),
   };
 }

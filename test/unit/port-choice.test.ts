@@ -54,27 +54,22 @@ describe('choosePort', () => {
 });
 
 describe('TCP address configuration', () => {
-  it('defaults to ports 20000-29999 under tcp.agent-ingress.example', () => {
+  it('defaults to ports 20000-29999', () => {
     const config = loadConfig({});
     expect(config.tcpAddrPorts).toEqual({ first: 20000, last: 29999 });
-    expect(config.tcpAddrDomain).toBe('tcp.agent-ingress.example');
     expect(config.ipRestrictionCacheTtlMs).toBe(5000);
   });
 
-  it('reads TCP_ADDR_PORTS and TCP_ADDR_DOMAIN', () => {
-    const config = loadConfig({
-      TCP_ADDR_PORTS: '40000-40009',
-      TCP_ADDR_DOMAIN: 'TCP.Example.NET',
+  it('reads TCP_ADDR_PORTS', () => {
+    expect(loadConfig({ TCP_ADDR_PORTS: '40000-40009' }).tcpAddrPorts).toEqual({
+      first: 40000,
+      last: 40009,
     });
-    expect(config.tcpAddrPorts).toEqual({ first: 40000, last: 40009 });
-    expect(config.tcpAddrDomain).toBe('tcp.example.net');
   });
 
   it.each([
     [{ TCP_ADDR_PORTS: '9-8' }, 'TCP_ADDR_PORTS must be two ports 1-65535'],
     [{ TCP_ADDR_PORTS: '20000' }, 'TCP_ADDR_PORTS must be "first-last"'],
-    [{ TCP_ADDR_DOMAIN: 'a..b' }, 'TCP_ADDR_DOMAIN has "a..b"'],
-    [{ TCP_ADDR_DOMAIN: 'a.example,b.example' }, 'TCP_ADDR_DOMAIN must be one DNS name'],
     [{ IP_RESTRICTION_CACHE_TTL_MS: 'soon' }, 'IP_RESTRICTION_CACHE_TTL_MS must be a whole number'],
   ])('rejects %o', (env, message) => {
     expect(() => loadConfig(env)).toThrow(`invalid configuration: ${message}`);

@@ -1,6 +1,12 @@
 import { createPrivateKey, createPublicKey } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppError } from '../../src/errors.ts';
+import { readCertificateAuthority } from '../../src/pki/certificate-authority.ts';
+import {
+  EXAMPLE_CA_PEM,
+  EXAMPLE_CERTIFICATE_PEM,
+  EXAMPLE_PRIVATE_KEY_PEM,
+} from '../../src/pki/examples.ts';
 import { readTlsCertificate } from '../../src/pki/tls-certificate.ts';
 import { CA_EXTENSIONS, type Issued, OpensslPki } from '../helpers/openssl-pki.ts';
 
@@ -233,5 +239,15 @@ describe('a TLS certificate read from certificate_pem and private_key_pem', () =
     expect(refusal(leaf.cert.repeat(11), leaf.key).msg).toMatch(
       /holds 11 certificates; at most 10/,
     );
+  });
+
+  it('takes the examples the API documents and the generated tests create', () => {
+    expect(readCertificateAuthority(EXAMPLE_CA_PEM).subject_common_name).toBe('Example Client CA');
+    const example = readTlsCertificate(EXAMPLE_CERTIFICATE_PEM, EXAMPLE_PRIVATE_KEY_PEM).fields;
+    expect(example).toMatchObject({
+      private_key_type: 'ed25519',
+      subject_alternative_names: { dns_names: ['app.example.com', '*.app.example.com'], ips: [] },
+    });
+    expect(Date.parse(example.not_after)).toBeGreaterThan(Date.parse('2100-01-01'));
   });
 });

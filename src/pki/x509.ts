@@ -22,12 +22,16 @@ import { type PemBlock, pemBlocks } from './pem.ts';
 // names them; key usages use the names of Go's crypto/x509 constants in snake_case (ngrok's
 // service is written in Go, and its public definitions leave the values unnamed).
 
-/** A certificate as both libraries read it. */
+/** A certificate as both libraries read it, its extensions decoded (absent: undefined). */
 export interface X509 {
   /** OpenSSL's view: signatures, issuance, key matching, the public key. */
   node: X509Certificate;
   /** The decoded ASN.1 structure. */
   asn: Certificate;
+  basicConstraints?: BasicConstraints;
+  keyUsage?: KeyUsage;
+  extendedKeyUsage?: ExtendedKeyUsage;
+  subjectAltName?: SubjectAlternativeName;
 }
 
 /** keyUsage bits in RFC 5280 order, by the names shown. */
@@ -85,7 +89,22 @@ function readCertificate(block: PemBlock, field: string, index: number): X509 {
     );
   }
   try {
-    return { node: new X509Certificate(block.der), asn: AsnConvert.parse(block.der, Certificate) };
+    // Everything is decoded here, so that a malformed part is this 400 and never a 500 later.
+    const asn = AsnConvert.parse(block.der, Certificate);
+    const decoded = <T>(oid: string, type: new () => T): T | undefined => {
+      const found = asn.tbsCertificate.extensions?.find((ext) => ext.extnID === oid);
+      return found === undefined ? undefined : AsnConvert.parse(found.extnValue, type);
+    };
+    const cert: X509 = {
+      node: new X509Certificate(block.der),
+      asn,
+      basicConstraints: decoded(id_ce_basicConstraints, BasicConstraints),
+      keyUsage: decoded(id_ce_keyUsage, KeyUsage),
+      extendedKeyUsage: decoded(id_ce_extKeyUsage, ExtendedKeyUsage),
+      subjectAltName: decoded(id_ce_subjectAltName, SubjectAlternativeName),
+    };
+    validity(cert); // a date OpenSSL cannot represent throws here
+    return cert;
   } catch (error) {
     throw new AppError(
       'ERR_INVALID_FIELD',
@@ -101,32 +120,26 @@ export function certificatePem(cert: X509): string {
   return cert.node.toString();
 }
 
-/** The decoded value of the extension `oid`, or undefined when the certificate lacks it. */
-function extension<T>(cert: X509, oid: string, type: new () => T): T | undefined {
-  const found = cert.asn.tbsCertificate.extensions?.find((ext) => ext.extnID === oid);
-  return found === undefined ? undefined : AsnConvert.parse(found.extnValue, type);
-}
-
 /** Whether basicConstraints says CA:TRUE (absent means not a CA). */
 export function isCertificateAuthority(cert: X509): boolean {
-  return extension(cert, id_ce_basicConstraints, BasicConstraints)?.cA === true;
+  return cert.basicConstraints?.cA === true;
 }
 
 /** The keyUsage bits set, by name; empty when the extension is absent. */
 export function keyUsages(cert: X509): string[] {
-  const bits = extension(cert, id_ce_keyUsage, KeyUsage)?.toNumber() ?? 0;
+  const bits = cert.keyUsage?.toNumber() ?? 0;
   return KEY_USAGES.filter(([flag]) => (bits & flag) !== 0).map(([, name]) => name);
 }
 
 /** The extendedKeyUsage purposes by name; an unnamed purpose as its OID. */
 export function extendedKeyUsages(cert: X509): string[] {
-  const usage = extension(cert, id_ce_extKeyUsage, ExtendedKeyUsage) ?? [];
+  const usage = cert.extendedKeyUsage ?? [];
   return usage.map((oid) => EXTENDED_KEY_USAGES[oid] ?? oid);
 }
 
 /** The DNS names and IP addresses of subjectAltName. */
 export function subjectAlternativeNames(cert: X509): { dns_names: string[]; ips: string[] } {
-  const names = extension(cert, id_ce_subjectAltName, SubjectAlternativeName) ?? [];
+  const names = cert.subjectAltName ?? [];
   const dns_names: string[] = [];
   const ips: string[] = [];
   for (const name of names) {

@@ -1,6 +1,9 @@
+import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppError } from '../../src/errors.ts';
 import { readCertificateAuthority } from '../../src/pki/certificate-authority.ts';
+import { toPem } from '../../src/pki/pem.ts';
+import { readTlsCertificate } from '../../src/pki/tls-certificate.ts';
 import { CA_EXTENSIONS, type Issued, OpensslPki } from '../helpers/openssl-pki.ts';
 
 // certificate_authorities' ca_pem read from certificates the real openssl command makes.
@@ -142,5 +145,44 @@ describe('a certificate authority read from ca_pem', () => {
     expectRefused(notDer, /first block is not a valid X.509 certificate/);
     expectRefused(root.key, /only certificates; the first block is a "PRIVATE KEY"/);
     expectRefused(root.cert + root.cert, /exactly one certificate, not 2/);
+  });
+
+  it('answers any corruption of a certificate with a 400, never a crash', () => {
+    const leaf = pki.issue('fuzzed', root, {
+      subject: '/C=US/O=Acme/OU=Edge/CN=fuzz.example.com',
+      extensions: [
+        'basicConstraints=critical,CA:TRUE',
+        'subjectAltName=DNS:fuzz.example.com,IP:192.0.2.1,IP:2001:db8::1',
+        'keyUsage=critical,digitalSignature,keyCertSign',
+        'extendedKeyUsage=serverAuth',
+      ],
+    });
+    const der = Buffer.from(leaf.cert.replace(/-----[^-]+-----|\s/g, ''), 'base64');
+    let refused = 0;
+    fc.assert(
+      fc.property(
+        fc.array(fc.tuple(fc.nat(der.length - 1), fc.integer({ min: 0, max: 255 })), {
+          minLength: 1,
+          maxLength: 4,
+        }),
+        (flips) => {
+          const bad = Buffer.from(der);
+          for (const [at, value] of flips) bad[at] = value;
+          for (const read of [
+            () => readCertificateAuthority(toPem('CERTIFICATE', bad)),
+            () => readTlsCertificate(toPem('CERTIFICATE', bad), leaf.key),
+          ]) {
+            try {
+              read();
+            } catch (error) {
+              expect(error).toBeInstanceOf(AppError);
+              refused++;
+            }
+          }
+        },
+      ),
+      { numRuns: 400, seed: 20261123 },
+    );
+    expect(refused).toBeGreaterThan(100);
   });
 });

@@ -78,12 +78,17 @@ const KINDS: Record<string, string> = {
   boolean: 'true or false',
   array: 'a list of strings',
   object: 'an object',
+  null: 'null',
 };
 
 /** True when `value` has the JSON type `schema` declares (lists: of items of their type). */
 function fits(value: unknown, schema: JsonSchema): boolean {
   if (schema.enum !== undefined) return (schema.enum as unknown[]).includes(value);
+  if (Array.isArray(schema.type))
+    return schema.type.some((type) => fits(value, { ...schema, type }));
   switch (schema.type) {
+    case 'null':
+      return value === null;
     case 'array':
       return Array.isArray(value) && value.every((item) => fits(item, schema.items as JsonSchema));
     case 'object':
@@ -107,7 +112,8 @@ export function checkShape(
   if (!fits(value, schema)) {
     if (where === '') objectWith(value, []); // the request body itself: its own message
     const choices = (schema.enum as string[] | undefined)?.map((c) => `"${c}"`).join(', ');
-    const kind = choices === undefined ? KINDS[schema.type as string] : `one of ${choices}`;
+    const kinds = [schema.type].flat().map((type) => KINDS[type as string]);
+    const kind = choices === undefined ? kinds.join(' or ') : `one of ${choices}`;
     throw new AppError(codes.invalid, `"${where}" must be ${kind}`, { field: where });
   }
   if (schema.type !== 'object') return;

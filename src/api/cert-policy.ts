@@ -1,8 +1,7 @@
 import type { CertPolicy } from '../store/agent-ingresses.ts';
 import type { Queryable } from '../store/db.ts';
 import { cancelJobs, queueJob } from '../store/jobs.ts';
-import { CERT_POLICY_SHAPE } from './resources.ts';
-import { checkShape, FIELD_CODES, type JsonObject } from './validate.ts';
+import type { JsonObject } from './validate.ts';
 
 // certificate_management_policy, as Agent Ingresses and reserved domains take it: null turns
 // automatic certificates off; a change queues a provisioning job (the certificate issue runs it).
@@ -10,11 +9,10 @@ import { checkShape, FIELD_CODES, type JsonObject } from './validate.ts';
 const POLICY = 'certificate_management_policy';
 const PROVISIONING_JOB = 'certificate_provisioning';
 
-/** Reads the policy of a body: undefined when not given, null when turned off. */
+/** The policy of a checked body with its defaults: undefined when not given, null when off. */
 export function certPolicy(body: JsonObject): CertPolicy | null | undefined {
   const value = body[POLICY];
   if (value === undefined || value === null) return value;
-  checkShape(value, CERT_POLICY_SHAPE, POLICY, FIELD_CODES);
   const policy = value as Partial<CertPolicy>;
   return {
     authority: policy.authority ?? 'letsencrypt',

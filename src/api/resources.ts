@@ -26,6 +26,8 @@ export interface Field {
   writeOnly?: boolean;
   /** Shown only in the response that creates the object (an API key's token). */
   shownOnce?: boolean;
+  /** Read by the route itself, with codes of its own (a destination's target); any JSON here. */
+  checkedByRoute?: boolean;
   /** Shown only when known (a destination's health, when the pipeline reports it). */
   sometimes?: boolean;
   /**
@@ -252,6 +254,7 @@ export const EVENT_DESTINATIONS: Resource = {
         description: 'exactly one of file, kafka, clickhouse; passwords are write-only',
       },
       required: true,
+      checkedByRoute: true,
       doc: 'where events go: file, kafka or clickhouse',
     },
     health: {

@@ -90,7 +90,13 @@ const CASES: Record<string, { create: (n: number) => string[]; update: string[];
  */
 async function exampleCase(resource: Resource) {
   const needed: string[] = [];
-  resource.example({ tag: 'probe', idOf: (path) => (needed.push(path), '') });
+  resource.example({
+    tag: 'probe',
+    idOf: (path) => {
+      needed.push(path);
+      return '';
+    },
+  });
   const ids: Record<string, string> = {};
   for (const path of needed) {
     const dependency = RESOURCES.find((r) => r.path === path)!;

@@ -15,8 +15,6 @@ import { listRoute } from '../pagination.ts';
 import { auditEvent, notFound, type Resource } from '../resources.ts';
 import {
   acceptPathEchoes,
-  checkShape,
-  FIELD_CODES,
   type JsonObject,
   readBody,
   rejectUnstorableStrings,
@@ -25,17 +23,6 @@ import type { Draft, Family, FamilyContext, Update } from './family.ts';
 import { presentObject } from './present.ts';
 
 type Change = 'created' | 'updated' | 'deleted';
-
-/** A create or update body checked against the declaration: every given field's type too. */
-function checkedBody(value: unknown, resource: Resource, mode: 'create' | 'update') {
-  const { body, text } = readBody(value, resource, mode);
-  for (const [name, field] of Object.entries(resource.fields)) {
-    if (field.text === undefined && body[name] !== undefined) {
-      checkShape(body[name], field.schema, name, FIELD_CODES);
-    }
-  }
-  return { body, text };
-}
 
 /** The declared references a body gives, checked to name objects of the caller's account. */
 async function readRefs(body: JsonObject, resource: Resource, ctx: FamilyContext) {
@@ -112,7 +99,7 @@ export function familyRoutes(family: Family) {
     }
 
     app.post(path, async (request, reply) => {
-      const { body, text } = checkedBody(request.body, resource, 'create');
+      const { body, text } = readBody(request.body, resource, 'create');
       let shownOnce: JsonObject | undefined;
       const created = await change(request, 'created', async (ctx) => {
         const refs = await readRefs(body, resource, ctx);
@@ -166,7 +153,7 @@ export function familyRoutes(family: Family) {
     });
 
     app.patch<{ Params: { id: string } }>(`${path}/:id`, async (request) => {
-      const { body, text } = checkedBody(request.body, resource, 'update');
+      const { body, text } = readBody(request.body, resource, 'update');
       return updated(request, async (row, ctx) => ({
         description: text.description ?? row.description,
         metadata: text.metadata ?? row.metadata,

@@ -60,7 +60,8 @@ export const RESERVED_DOMAINS_FAMILY: Family = {
   resource: RESERVED_DOMAINS,
   async create(body, ctx) {
     const { domain, custom } = readDomain(body.domain as string, ctx.config.serviceDomain);
-    const region = (body.region as string | null | undefined) ?? null;
+    // ngrok's clients send "" for the deprecated region they do not set.
+    const region = (body.region as string | null | undefined) || null;
     if (region !== null && !ctx.config.regions.includes(region)) {
       throw new AppError(
         'ERR_INVALID_FIELD',

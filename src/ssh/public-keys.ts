@@ -26,8 +26,9 @@ export interface SshPublicKey {
   authorizedKey: string;
 }
 
-/** The smallest RSA modulus accepted (NIST SP 800-131A); OpenSSH's own largest. */
+/** The smallest RSA modulus accepted (NIST SP 800-131A: smaller is disallowed). */
 export const RSA_MIN_BITS = 2048;
+/** OpenSSH's own largest. */
 const RSA_MAX_BITS = 16384;
 /** Pasted keys longer than this are not keys (a 16384-bit RSA key in PEM is ~2.8 kB). */
 const MAX_TEXT_BYTES = 16 * 1024;

@@ -1,6 +1,5 @@
 import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { aclPermits, normalizeAcl } from '../../src/auth/acl.ts';
 import { AppError } from '../../src/errors.ts';
 import { parsePublicKey } from '../../src/ssh/public-keys.ts';
 import { keygen, keygenFingerprint, sshDir, sshKeygen } from '../helpers/ssh-keygen.ts';
@@ -123,51 +122,5 @@ describe('SSH public keys made by ssh-keygen', () => {
     refusal('not a key');
     refusal(`${pub}${pub}`);
     refusal('-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----');
-  });
-});
-
-describe('credential acl', () => {
-  it('keeps bind rules (lower-cased, deduplicated), wildcards and "*"', () => {
-    expect(normalizeAcl(undefined)).toEqual([]);
-    expect(
-      normalizeAcl(['bind:App.Example.com', 'bind:*.example.com', '*', 'bind:app.example.com']),
-    ).toEqual(['bind:app.example.com', 'bind:*.example.com', '*']);
-  });
-
-  it.each([
-    ['bind:', 'at least two labels'],
-    ['bind:*', 'a wildcard may only lead'],
-    ['bind:*.com', 'at least two labels'],
-    ['bind:a.*.example.com', 'a wildcard may only lead'],
-    ['bind:ex ample.com', 'letters, digits and inner hyphens'],
-    ['connect:example.com', 'rules are "bind:<domain>" or "*"'],
-    ['**', 'rules are "bind:<domain>" or "*"'],
-    [`bind:${'a'.repeat(64)}.com`, 'letters, digits and inner hyphens'],
-  ])('refuses %s', (rule, why) => {
-    expect(() => normalizeAcl(['bind:ok.example.com', rule])).toThrow(why);
-    try {
-      normalizeAcl(['bind:ok.example.com', rule]);
-    } catch (error) {
-      expect((error as AppError).details).toEqual({ field: 'acl', index: 1 });
-    }
-  });
-
-  it('refuses a non-list, non-strings and too many rules', () => {
-    expect(() => normalizeAcl('bind:example.com')).toThrow('must be a list');
-    expect(() => normalizeAcl([7])).toThrow('rule 0 must be a string');
-    expect(() =>
-      normalizeAcl(Array.from({ length: 101 }, (_, i) => `bind:d${i}.example.com`)),
-    ).toThrow('at most 100');
-  });
-
-  it('permits exact domains, domains under a wildcard, and everything for "*" or no acl', () => {
-    expect(aclPermits([], 'x.example.com')).toBe(true);
-    expect(aclPermits(['*'], 'x.example.com')).toBe(true);
-    expect(aclPermits(['bind:app.example.com'], 'App.Example.com')).toBe(true);
-    expect(aclPermits(['bind:app.example.com'], 'x.app.example.com')).toBe(false);
-    expect(aclPermits(['bind:*.example.com'], 'a.b.example.com')).toBe(true);
-    expect(aclPermits(['bind:*.example.com'], '*.example.com')).toBe(true);
-    expect(aclPermits(['bind:*.example.com'], 'example.com')).toBe(false);
-    expect(aclPermits(['bind:*.example.com'], 'badexample.com')).toBe(false);
   });
 });

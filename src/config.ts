@@ -12,6 +12,8 @@ export interface Config {
   /** PostgreSQL connection string; when absent the embedded PGlite store under dataDir is used. */
   databaseUrl: string | undefined;
   nameServers: string[];
+  /** The service's own domain: reserved domains under it are its subdomains; CNAME targets. */
+  serviceDomain: string;
   regions: string[];
   /** Tokens edge proxies present to the ingest API (not API keys). */
   ingestTokens: string[];
@@ -68,6 +70,7 @@ export class ConfigError extends Error {
 }
 
 const DEFAULT_REGIONS = 'au,eu,ap,us,us-cal-1,jp,in,sa';
+const DEFAULT_SERVICE_DOMAIN = 'agent-ingress.example';
 const DEFAULT_NAME_SERVERS = 'ns1.agent-ingress.example,ns2.agent-ingress.example';
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 const HOST_LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
@@ -193,6 +196,7 @@ export function loadConfig(env: Env = process.env): Config {
     dataDir: resolve(env.DATA_DIR || './data'),
     databaseUrl,
     nameServers,
+    serviceDomain: hostnames(env, 'SERVICE_DOMAIN', DEFAULT_SERVICE_DOMAIN)[0],
     regions,
     ingestTokens,
     logLevel,

@@ -19,6 +19,8 @@ export const ERROR_CODES = {
   ERR_FIELD_NOT_UPDATABLE: { status: 400, connect: Code.InvalidArgument, retriable: false },
   ERR_INVALID_DOMAIN: { status: 400, connect: Code.InvalidArgument, retriable: false },
   ERR_DOMAIN_TAKEN: { status: 409, connect: Code.AlreadyExists, retriable: false },
+  ERR_ALREADY_EXISTS: { status: 409, connect: Code.AlreadyExists, retriable: false },
+  ERR_IN_USE: { status: 409, connect: Code.FailedPrecondition, retriable: false },
   ERR_INVALID_EVENTS: { status: 400, connect: Code.InvalidArgument, retriable: false },
   ERR_INVALID_QUERY: { status: 400, connect: Code.InvalidArgument, retriable: false },
   ERR_INVALID_FILTER: { status: 400, connect: Code.InvalidArgument, retriable: false },

@@ -7,6 +7,8 @@ import { apiKeyRoutes } from './api-keys/routes.ts';
 import type { ApiDeps } from './deps.ts';
 import { eventDestinationRoutes } from './event-destinations/routes.ts';
 import { eventSubscriptionRoutes } from './event-subscriptions/routes.ts';
+import { FAMILIES } from './objects/families.ts';
+import { familyRoutes } from './objects/routes.ts';
 import { createRateLimitHook } from './rate-limit.ts';
 
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
@@ -67,6 +69,7 @@ export async function restApi(
   await app.register(agentIngressRoutes, deps);
   await app.register(eventDestinationRoutes, deps);
   await app.register(eventSubscriptionRoutes, deps);
+  for (const family of FAMILIES) await app.register(familyRoutes(family), deps);
   await app.register(accountRoutes, deps);
 
   collecting = false;

@@ -1,5 +1,4 @@
 import { AppError } from '../errors.ts';
-import type { PagedTable } from '../store/pages.ts';
 import type { TextBound } from './validate.ts';
 
 // Every REST resource, declared once: its fields (JSON Schema, bounds, which are required,
@@ -27,8 +26,15 @@ export interface Field {
   writeOnly?: boolean;
   /** Shown only in the response that creates the object (an API key's token). */
   shownOnce?: boolean;
+  /** Read by the route itself, with codes of its own (a destination's target); any JSON here. */
+  checkedByRoute?: boolean;
   /** Shown only when known (a destination's health, when the pipeline reports it). */
   sometimes?: boolean;
+  /**
+   * An id (or a list of ids, as the schema says) of the caller's objects at `path`, which must
+   * exist; stored and shown under `shownAs` as `{id, uri}` (or a list of them).
+   */
+  ref?: { path: string; shownAs: string };
   /** One line for the OpenAPI document and the CLI's help. */
   doc: string;
 }
@@ -50,8 +56,8 @@ export interface ExtraRoute {
 
 /** One REST resource. */
 export interface Resource {
-  /** Path segment and table, e.g. `api_keys`. */
-  path: PagedTable;
+  /** Path segment, e.g. `api_keys`; also its table, or its kind in account_objects. */
+  path: string;
   /** How messages name one object, e.g. `API key`. */
   title: string;
   /** The prefix of its ids (`ak_…`). */
@@ -61,16 +67,21 @@ export interface Resource {
   /** Its audit events are `<audit>_created.v0`, `_updated.v0`, `_deleted.v0`. */
   audit: string;
   fields: Record<string, Field>;
+  /**
+   * A valid create body, for examples and generated tests (the isolation sweep, fuzzing): `tag`
+   * makes it unique, `idOf` names an existing object of a resource it refers to.
+   */
+  example: (make: { tag: string; idOf: (path: string) => string }) => Record<string, unknown>;
   /** Query parameters DELETE takes, by name and meaning. */
   deleteQuery?: Record<string, string>;
   extraRoutes?: ExtraRoute[];
 }
 
-const str = { type: 'string' } as const;
-const ref = { type: 'object', properties: { id: str, uri: str }, required: ['id', 'uri'] };
+export const str = { type: 'string' } as const;
+export const ref = { type: 'object', properties: { id: str, uri: str }, required: ['id', 'uri'] };
 
 /** The fields every resource shows first. */
-const COMMON: Record<string, Field> = {
+export const COMMON: Record<string, Field> = {
   id: { schema: str, serverAssigned: true, doc: 'unique identifier' },
   uri: { schema: str, serverAssigned: true, doc: 'URI of this object' },
   created_at: {
@@ -81,7 +92,7 @@ const COMMON: Record<string, Field> = {
 };
 
 /** description and metadata, bounded in UTF-8 bytes (SPEC.md) or, for subscriptions, characters. */
-function describedBy(unit: 'maxBytes' | 'maxChars'): Record<string, Field> {
+export function describedBy(unit: 'maxBytes' | 'maxChars'): Record<string, Field> {
   const bound = (max: number) =>
     unit === 'maxBytes' ? { maxLength: max, 'x-max-utf8-bytes': max } : { maxLength: max };
   return {
@@ -99,12 +110,15 @@ function describedBy(unit: 'maxBytes' | 'maxChars'): Record<string, Field> {
 }
 
 /** A JSON object schema taking `properties`, of which `required` must be given. */
-function object(properties: Record<string, JsonSchema>, required: string[] = []): JsonSchema {
+export function object(
+  properties: Record<string, JsonSchema>,
+  required: string[] = [],
+): JsonSchema {
   return { type: 'object', properties, required, additionalProperties: false };
 }
 
 const num = { type: 'number' } as const;
-const strings = { type: 'array', items: str } as const;
+export const strings = { type: 'array', items: str } as const;
 const secret = { ...str, writeOnly: true } as const;
 const secretSet = { type: 'boolean', readOnly: true } as const;
 
@@ -167,6 +181,7 @@ export const API_KEYS: Resource = {
   idPrefix: 'ak',
   listKey: 'keys',
   audit: 'api_key',
+  example: ({ tag }) => ({ description: tag }),
   fields: {
     ...COMMON,
     ...describedBy('maxBytes'),
@@ -186,6 +201,7 @@ export const AGENT_INGRESSES: Resource = {
   idPrefix: 'agin',
   listKey: 'ingresses',
   audit: 'agent_ingress',
+  example: ({ tag }) => ({ domain: `${tag}.example.org` }),
   fields: {
     ...COMMON,
     ...describedBy('maxBytes'),
@@ -225,6 +241,7 @@ export const EVENT_DESTINATIONS: Resource = {
   idPrefix: 'ed',
   listKey: 'event_destinations',
   audit: 'event_destination',
+  example: ({ tag }) => ({ description: tag, target: { file: { path: `events-${tag}` } } }),
   fields: {
     ...COMMON,
     ...describedBy('maxBytes'),
@@ -237,6 +254,7 @@ export const EVENT_DESTINATIONS: Resource = {
         description: 'exactly one of file, kafka, clickhouse; passwords are write-only',
       },
       required: true,
+      checkedByRoute: true,
       doc: 'where events go: file, kafka or clickhouse',
     },
     health: {
@@ -266,6 +284,11 @@ export const EVENT_SUBSCRIPTIONS: Resource = {
   idPrefix: 'esb',
   listKey: 'event_subscriptions',
   audit: 'event_subscription',
+  example: ({ tag, idOf }) => ({
+    description: tag,
+    sources: [{ type: 'http_request_complete.v0', filter: 'conn.server_port == 443' }],
+    destination_ids: [idOf('event_destinations')],
+  }),
   fields: {
     ...COMMON,
     ...describedBy('maxChars'),
@@ -342,14 +365,6 @@ export const TOP_LEVEL_ROUTES: readonly ExtraRoute[] = [
     status: 200,
     response: ref,
   },
-];
-
-/** Every resource, in the order the API registers them. */
-export const RESOURCES: readonly Resource[] = [
-  API_KEYS,
-  AGENT_INGRESSES,
-  EVENT_DESTINATIONS,
-  EVENT_SUBSCRIPTIONS,
 ];
 
 /** The 404 for an id of `resource` the caller's account does not hold. */

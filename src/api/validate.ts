@@ -1,5 +1,7 @@
 import type { FastifyRequest } from 'fastify';
-import { AppError, type ErrorCode } from '../errors.ts';
+import type { ErrorCode } from '../errors.ts';
+import { AppError } from '../errors.ts';
+import { bodySchema, firstError, toAppError } from './body-schema.ts';
 import type { JsonSchema, Resource } from './resources.ts';
 
 /** A JSON object from a request body, checked field by field by the functions below. */
@@ -7,23 +9,13 @@ export type JsonObject = Record<string, unknown>;
 
 /** Checks that `value` is a JSON object holding only `allowed` keys; `where` prefixes messages. */
 export function objectWith(value: unknown, allowed: readonly string[], where = ''): JsonObject {
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-    throw new AppError(
-      'ERR_INVALID_FIELD',
-      where === '' ? 'the request body must be a JSON object' : `${where} must be an object`,
-      where === '' ? {} : { field: where },
-    );
-  }
-  for (const key of Object.keys(value)) {
-    if (!allowed.includes(key)) {
-      const field = where === '' ? key : `${where}.${key}`;
-      throw new AppError(
-        'ERR_UNKNOWN_FIELD',
-        `unknown field "${field}"; allowed fields: ${allowed.join(', ')}`,
-        { field },
-      );
-    }
-  }
+  const properties = Object.fromEntries(allowed.map((key) => [key, {}]));
+  checkShape(
+    value,
+    { type: 'object', properties, additionalProperties: false },
+    where,
+    FIELD_CODES,
+  );
   return value as JsonObject;
 }
 
@@ -31,33 +23,6 @@ export function objectWith(value: unknown, allowed: readonly string[], where = '
 export interface TextBound {
   maxBytes?: number;
   maxChars?: number;
-}
-
-/** Reads an optional string field and enforces its UTF-8 byte or character bound. */
-function textField(body: JsonObject, field: string, bound: TextBound): string | undefined {
-  const value = body[field];
-  if (value === undefined) return undefined;
-  if (typeof value !== 'string') {
-    throw new AppError('ERR_INVALID_FIELD', `"${field}" must be a string`, { field });
-  }
-  const { maxBytes, maxChars } = bound;
-  if (maxBytes !== undefined && Buffer.byteLength(value, 'utf8') > maxBytes) {
-    throw new AppError(
-      'ERR_FIELD_TOO_LONG',
-      `"${field}" must be at most ${maxBytes} bytes of UTF-8`,
-      {
-        field,
-        max_bytes: maxBytes,
-      },
-    );
-  }
-  if (maxChars !== undefined && [...value].length > maxChars) {
-    throw new AppError('ERR_FIELD_TOO_LONG', `"${field}" must be at most ${maxChars} characters`, {
-      field,
-      max_chars: maxChars,
-    });
-  }
-  return value;
 }
 
 /** The codes of a shape's errors: a value of the wrong type, a required value not given. */
@@ -72,31 +37,12 @@ export const FIELD_CODES: ShapeCodes = {
   missing: 'ERR_MISSING_FIELD',
 };
 
-const KINDS: Record<string, string> = {
-  string: 'a string',
-  number: 'a number',
-  boolean: 'true or false',
-  array: 'a list of strings',
-  object: 'an object',
-};
-
-/** True when `value` has the JSON type `schema` declares (lists: of items of their type). */
-function fits(value: unknown, schema: JsonSchema): boolean {
-  if (schema.enum !== undefined) return (schema.enum as unknown[]).includes(value);
-  switch (schema.type) {
-    case 'array':
-      return Array.isArray(value) && value.every((item) => fits(item, schema.items as JsonSchema));
-    case 'object':
-      return value !== null && typeof value === 'object' && !Array.isArray(value);
-    default:
-      return typeof value === schema.type;
-  }
-}
-
 /**
- * Checks `value` against a declared shape (a JSON Schema of objects, strings, numbers, booleans
- * and lists of strings): a key the shape does not take is ERR_UNKNOWN_FIELD, a required key not
- * given or a value of another type gets `codes`; `where` is the value's dotted name.
+ * Checks `value` against a JSON Schema with Ajv (compiled once per schema, on first use) and
+ * throws the first error as the catalogue says: a key the shape does not take is
+ * ERR_UNKNOWN_FIELD, a required key not given `codes.missing`, a value of another type
+ * `codes.invalid`, text over its bound ERR_FIELD_TOO_LONG, a field that cannot change
+ * ERR_FIELD_NOT_UPDATABLE; `where` is the value's dotted name ('' for a request body).
  */
 export function checkShape(
   value: unknown,
@@ -104,72 +50,31 @@ export function checkShape(
   where: string,
   codes: ShapeCodes,
 ): void {
-  if (!fits(value, schema)) {
-    if (where === '') objectWith(value, []); // the request body itself: its own message
-    const choices = (schema.enum as string[] | undefined)?.map((c) => `"${c}"`).join(', ');
-    const kind = choices === undefined ? KINDS[schema.type as string] : `one of ${choices}`;
-    throw new AppError(codes.invalid, `"${where}" must be ${kind}`, { field: where });
-  }
-  if (schema.type !== 'object') return;
-  const properties = Object.entries(schema.properties as Record<string, JsonSchema>).filter(
-    ([, property]) => property.readOnly !== true,
-  );
-  const body = objectWith(
-    value,
-    properties.map(([key]) => key),
-    where,
-  );
-  const at = (key: string) => (where === '' ? key : `${where}.${key}`);
-  for (const key of (schema.required ?? []) as string[]) {
-    if (body[key] === undefined) {
-      throw new AppError(codes.missing, `"${at(key)}" is required`, { field: at(key) });
-    }
-  }
-  for (const [key, property] of properties) {
-    if (body[key] !== undefined) checkShape(body[key], property, at(key), codes);
-  }
+  const error = firstError(value, schema);
+  if (error !== undefined) throw toAppError(error, where, codes);
 }
 
-/** A request body read against its resource's declaration: checked text fields, the rest raw. */
+/** A request body read against its resource's declaration. */
 export interface ReadBody {
-  /** The whole body, for the fields the route reads itself. */
+  /** The whole body, checked. */
   body: JsonObject;
-  /** The declared text fields, checked (bounds, required); undefined when not given. */
+  /** The declared text fields given; undefined when not given. */
   text: Record<string, string | undefined>;
 }
 
 /**
- * Reads a create or update body as `resource` declares it: only fields it takes (not
- * server-assigned; on update, not a field that cannot change), required ones present, text
- * fields within their bounds. A create whose resource requires nothing may omit the body.
+ * Reads a create or update body as `resource` declares it (bodySchema): only fields it takes,
+ * required ones present, each of its type and within its bounds. A create whose resource
+ * requires nothing may omit the body.
  */
 export function readBody(value: unknown, resource: Resource, mode: 'create' | 'update'): ReadBody {
-  const taken = Object.entries(resource.fields).filter(([, field]) => !field.serverAssigned);
-  if (mode === 'update' && value !== null && typeof value === 'object') {
-    for (const [name, field] of taken) {
-      if (field.notUpdatable !== undefined && name in value) {
-        throw new AppError(
-          'ERR_FIELD_NOT_UPDATABLE',
-          `"${name}" cannot be changed; ${field.notUpdatable}`,
-          { field: name },
-        );
-      }
-    }
-  }
-  const fields = taken.filter(([, field]) => mode === 'create' || field.notUpdatable === undefined);
-  const optional = mode === 'create' && !fields.some(([, field]) => field.required);
-  const body = objectWith(
-    value === undefined && optional ? {} : value,
-    fields.map(([name]) => name),
-  );
+  const schema = bodySchema(resource, mode);
+  const optional = mode === 'create' && (schema.required as string[]).length === 0;
+  const body = (value === undefined && optional ? {} : value) as JsonObject;
+  checkShape(body, schema, '', FIELD_CODES);
   const text: Record<string, string | undefined> = {};
-  for (const [name, field] of fields) {
-    if (mode === 'create' && field.required && body[name] === undefined) {
-      throw new AppError('ERR_MISSING_FIELD', `"${name}" is required: ${field.doc}`, {
-        field: name,
-      });
-    }
-    if (field.text !== undefined) text[name] = textField(body, name, field.text);
+  for (const [name, field] of Object.entries(resource.fields)) {
+    if (field.text !== undefined) text[name] = body[name] as string | undefined;
   }
   return { body, text };
 }

@@ -1,8 +1,8 @@
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { RESOURCES } from '../api/resource-list.ts';
 import {
   type ExtraRoute,
   type JsonSchema,
-  RESOURCES,
   type Resource,
   TOP_LEVEL_ROUTES,
 } from '../api/resources.ts';
@@ -168,9 +168,9 @@ function resourceCommand(resource: Resource): Command {
   const collection = `/${resource.path}`;
   const item = `${collection}/{id}`;
   const { title } = resource;
-  const command = commandNamed(resource.path)
-    .alias(resource.path.replaceAll('_', '-'))
-    .description(`${collection}: ${title} objects`);
+  const command = commandNamed(resource.path).description(`${collection}: ${title} objects`);
+  const dashed = resource.path.replaceAll('_', '-');
+  if (dashed !== resource.path) command.alias(dashed);
   const crud: [string, Method, string, string][] = [
     ['create', 'POST', collection, `create an ${title}`],
     ['get', 'GET', item, `get an ${title}`],

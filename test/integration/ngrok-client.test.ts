@@ -127,6 +127,38 @@ describe('ngrok’s official API client against the service', () => {
     expectError(await api('GET', `/event_subscriptions/${created.id}`), 404, 'ERR_NOT_FOUND');
   });
 
+  it('creates, gets, lists, updates and deletes tunnel credentials', async () => {
+    const created = await ngrok.credentials.create({
+      description: 'agent',
+      acl: ['bind:*.example.com'],
+    });
+    expect(created.token).toMatch(/^cr_/);
+    expect((await ngrok.credentials.get(created.id)).token).toBeFalsy();
+    const updated = await ngrok.credentials.update({ id: created.id, acl: ['*'] });
+    expect(updated.acl).toEqual(['*']);
+    expect((await ngrok.credentials.list()).map((c) => c.id)).toContain(created.id);
+    await clientDelete(() => ngrok.credentials.delete(created.id));
+    expectError(await api('GET', `/credentials/${created.id}`), 404, 'ERR_NOT_FOUND');
+  });
+
+  it('creates, gets, lists, updates and deletes reserved domains and their certificate parts', async () => {
+    const created = await ngrok.reservedDomains.create({
+      domain: `ngrok-${Date.now()}.example.org`,
+      region: '',
+      certificateManagementPolicy: { authority: 'letsencrypt', privateKeyType: 'ecdsa' },
+    });
+    expect(created.cnameTarget).toMatch(/\.cname\./);
+    expect((await ngrok.reservedDomains.get(created.id)).domain).toBe(created.domain);
+    const updated = await ngrok.reservedDomains.update({ id: created.id, description: 'd' });
+    expect(updated.description).toBe('d');
+    expect((await ngrok.reservedDomains.list()).map((d) => d.id)).toContain(created.id);
+    await clientDelete(() => ngrok.reservedDomains.deleteCertificateManagementPolicy(created.id));
+    expect((await ngrok.reservedDomains.get(created.id)).certificateManagementPolicy).toBeFalsy();
+    await clientDelete(() => ngrok.reservedDomains.deleteCertificate(created.id));
+    await clientDelete(() => ngrok.reservedDomains.delete(created.id));
+    expectError(await api('GET', `/reserved_domains/${created.id}`), 404, 'ERR_NOT_FOUND');
+  });
+
   it('answers errors the client decodes, with the operation id in Ngrok-Operation-Id', async () => {
     const error = await ngrok.apiKeys.get('ak_missing').catch((e: unknown) => e);
     expect(error).toMatchObject({ errorCode: 'ERR_NOT_FOUND', statusCode: 404 });

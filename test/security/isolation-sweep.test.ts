@@ -2,7 +2,8 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mintApiKey } from '../../src/api/api-keys/mint.ts';
-import { RESOURCES as DECLARED, TOP_LEVEL_ROUTES } from '../../src/api/resources.ts';
+import { RESOURCES as DECLARED } from '../../src/api/resource-list.ts';
+import { TOP_LEVEL_ROUTES } from '../../src/api/resources.ts';
 import type { Service } from '../../src/service.ts';
 import { createAccount } from '../../src/store/accounts.ts';
 import { expectError } from '../helpers/expect-error.ts';
@@ -42,24 +43,15 @@ const BODIES: Record<string, unknown> = {
   'PATCH /event_subscriptions/:id/sources/:type': { filter: 'conn.server_port == 1', fields: [] },
 };
 
-/** The bodies of the collection POSTs (creates), used for B's own objects. */
-function createBody(resource: Resource, tag: string, destinationId?: string): unknown {
-  switch (resource) {
-    case 'api_keys':
-      return { description: tag };
-    case 'agent_ingresses':
-      return {
-        domain: `${tag}-${Date.now()}-${Math.random().toString(36).slice(2, 8)}.example.org`,
-      };
-    case 'event_destinations':
-      return { description: tag, target: { file: { path: `sweep-${tag}` } } };
-    case 'event_subscriptions':
-      return {
-        description: tag,
-        sources: [{ type: SOURCE_TYPE, filter: 'conn.server_port == 443' }],
-        destination_ids: destinationId === undefined ? [] : [destinationId],
-      };
-  }
+const DECLARATIONS = Object.fromEntries(DECLARED.map((resource) => [resource.path, resource]));
+
+/** The body of a collection POST (create), from the declaration's example. */
+function createBody(resource: Resource, tag: string, ids: Partial<Record<Resource, string>>) {
+  const unique = `${tag}-${Date.now()}-${Math.random().toString(36).slice(2, 8)}`;
+  return DECLARATIONS[resource].example({
+    tag: unique,
+    idOf: (path) => ids[path as Resource] ?? `no object of ${path} yet`,
+  });
 }
 
 /** The resource a route belongs to, from its first path segment; throws for an unknown one. */
@@ -112,7 +104,7 @@ describe.each(STORES)('account isolation sweep over every REST route on $kind', 
       ['b', b, idsB],
     ] as const) {
       for (const resource of Object.keys(RESOURCES) as Resource[]) {
-        const body = createBody(resource, `iso-${who}`, ids.event_destinations);
+        const body = createBody(resource, `iso-${who}`, ids);
         const created = await call('POST', `/${resource}`, body);
         expect(created.status, JSON.stringify(created.body)).toBe(201);
         ids[resource] = created.body.id;
@@ -153,7 +145,9 @@ describe.each(STORES)('account isolation sweep over every REST route on $kind', 
     for (const route of withParams) {
       const path = fillParams(route.url, idsA);
       const key = `${route.method} ${route.url}`;
-      const response = await b(route.method, path, BODIES[key]);
+      const body =
+        BODIES[key] ?? (route.method === 'PATCH' ? { description: 'stolen' } : undefined);
+      const response = await b(route.method, path, body);
       answers.push(`${key} -> ${response.status} ${response.body?.error_code ?? ''}`);
       expectError(response, 404, 'ERR_NOT_FOUND');
       expect(JSON.stringify(response.body)).not.toContain(accountA);
@@ -161,15 +155,15 @@ describe.each(STORES)('account isolation sweep over every REST route on $kind', 
     }
     expect(await snapshotA(), answers.join('\n')).toEqual(before);
     // The test action sent nothing to A's destination.
-    const dir = join(store.env.DATA_DIR, 'events', accountA, 'sweep-iso-a');
+    const dir = join(store.env.DATA_DIR, 'events', accountA);
     const files = (() => {
       try {
-        return readdirSync(dir);
+        return readdirSync(dir, { recursive: true }).map(String);
       } catch {
         return [];
       }
     })();
-    expect(files).toEqual([]);
+    expect(files.filter((file) => file.includes('.ndjson'))).toEqual([]);
   });
 
   it('names to each caller its own account (GET /account), never another', async () => {
@@ -210,7 +204,7 @@ describe.each(STORES)('account isolation sweep over every REST route on $kind', 
     // A subscription of B pointing at A's destination: the destination does not exist for B.
     const creates = service.routes.filter((r) => r.method === 'POST' && !r.url.includes(':'));
     expect(creates.map((r) => resourceOf(r.url)).sort()).toEqual(Object.keys(RESOURCES).sort());
-    const stolen = createBody('event_subscriptions', 'iso-b', idsA.event_destinations);
+    const stolen = createBody('event_subscriptions', 'iso-b', idsA);
     expectError(
       await b('POST', '/event_subscriptions', stolen),
       400,
@@ -225,6 +219,19 @@ describe.each(STORES)('account isolation sweep over every REST route on $kind', 
       'ERR_INVALID_FIELD',
       'was not found',
     );
+    // Every declared reference, in every resource that has one.
+    for (const resource of DECLARED) {
+      for (const [name, field] of Object.entries(resource.fields)) {
+        const theirs = field.ref && idsA[field.ref.path as Resource];
+        if (theirs === undefined) continue;
+        const body = {
+          ...createBody(resource.path as Resource, 'iso-b', idsB),
+          [name]: field.schema.type === 'array' ? [theirs] : theirs,
+        };
+        const answer = await b('POST', `/${resource.path}`, body);
+        expectError(answer, 400, 'ERR_INVALID_FIELD', 'was not found');
+      }
+    }
     const own = await b('GET', `/event_subscriptions/${idsB.event_subscriptions}`);
     const named = own.body.destinations.map((d: { id: string }) => d.id);
     expect(named).toEqual([idsB.event_destinations]);

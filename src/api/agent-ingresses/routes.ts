@@ -1,9 +1,9 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AppError } from '../../errors.ts';
 import { newId } from '../../ids.ts';
+import { findByUnique } from '../../store/account-objects.ts';
 import {
   type AgentIngressRow,
-  type CertPolicy,
   deleteAgentIngress,
   getAgentIngress,
   insertAgentIngress,
@@ -11,39 +11,21 @@ import {
   updateAgentIngress,
 } from '../../store/agent-ingresses.ts';
 import { isUniqueViolation, type Queryable } from '../../store/db.ts';
-import { activeJobs, cancelJobs, queueJob } from '../../store/jobs.ts';
+import { activeJobs, cancelJobs } from '../../store/jobs.ts';
 import { withAudit } from '../audit.ts';
+import { certPolicy, queueProvisioning, samePolicy } from '../cert-policy.ts';
 import type { ApiDeps } from '../deps.ts';
 import { listRoute } from '../pagination.ts';
-import { AGENT_INGRESSES, auditEvent, CERT_POLICY_SHAPE, notFound } from '../resources.ts';
-import {
-  acceptPathEchoes,
-  checkShape,
-  FIELD_CODES,
-  type JsonObject,
-  readBody,
-  rejectUnstorableStrings,
-} from '../validate.ts';
+import { AGENT_INGRESSES, auditEvent, notFound } from '../resources.ts';
+import { acceptPathEchoes, readBody, rejectUnstorableStrings } from '../validate.ts';
 import { normalizeDomain } from './domain.ts';
 import { presentAgentIngress } from './present.ts';
 
-const POLICY = 'certificate_management_policy';
-const PROVISIONING_JOB = 'certificate_provisioning';
-
-/** Reads certificate_management_policy: null disables management; each choice has a default. */
-function certPolicy(body: JsonObject): CertPolicy | null | undefined {
-  const value = body[POLICY];
-  if (value === undefined || value === null) return value;
-  checkShape(value, CERT_POLICY_SHAPE, POLICY, FIELD_CODES);
-  const policy = value as Partial<CertPolicy>;
-  return {
-    authority: policy.authority ?? 'letsencrypt',
-    private_key_type: policy.private_key_type ?? 'rsa',
-  };
-}
-
-function samePolicy(a: CertPolicy | null, b: CertPolicy | null): boolean {
-  return a?.authority === b?.authority && a?.private_key_type === b?.private_key_type;
+/** The 409 for a domain an ingress or a reserved domain holds already. */
+export function domainTaken(domain: string): AppError {
+  return new AppError('ERR_DOMAIN_TAKEN', `the domain "${domain}" is already in use`, {
+    field: 'domain',
+  });
 }
 
 /** /agent_ingresses CRUD per SPEC.md and DESIGN.md §4. */
@@ -67,16 +49,13 @@ export async function agentIngressRoutes(app: FastifyInstance, deps: ApiDeps): P
     return presentAgentIngress(row, jobs.get(row.id), config);
   }
 
-  async function queueProvisioning(tx: Queryable, row: AgentIngressRow): Promise<void> {
-    await cancelJobs(tx, row.id);
-    if (row.cert_policy === null) return;
-    await queueJob(tx, {
+  const provision = (tx: Queryable, row: AgentIngressRow) =>
+    queueProvisioning(tx, {
+      id: row.id,
       accountId: row.account_id,
-      kind: PROVISIONING_JOB,
-      subjectId: row.id,
-      msg: `certificate provisioning for ${row.domain} is queued`,
+      domain: row.domain,
+      policy: row.cert_policy,
     });
-  }
 
   app.post('/agent_ingresses', async (request, reply) => {
     const { body, text } = readBody(request.body, AGENT_INGRESSES, 'create');
@@ -89,18 +68,20 @@ export async function agentIngressRoutes(app: FastifyInstance, deps: ApiDeps): P
       cert_policy: certPolicy(body) ?? null,
       created_at: new Date(),
     };
+    // A reserved domain holds its name as its unique key (src/api/reserved-domains).
+    if ((await findByUnique(db, 'reserved_domains', '', row.domain)) !== undefined) {
+      throw domainTaken(row.domain);
+    }
     try {
       const created = await withAudit(db, audit(request, 'created'), async (tx) => {
         await insertAgentIngress(tx, row);
-        await queueProvisioning(tx, row);
+        await provision(tx, row);
         return present(tx, row);
       });
       return reply.code(201).send(created);
     } catch (error) {
       if (!isUniqueViolation(error)) throw error;
-      throw new AppError('ERR_DOMAIN_TAKEN', `the domain "${row.domain}" is already in use`, {
-        field: 'domain',
-      });
+      throw domainTaken(row.domain);
     }
   });
 
@@ -131,7 +112,7 @@ export async function agentIngressRoutes(app: FastifyInstance, deps: ApiDeps): P
         cert_policy: policy === undefined ? row.cert_policy : policy,
       };
       await updateAgentIngress(tx, updated);
-      if (!samePolicy(row.cert_policy, updated.cert_policy)) await queueProvisioning(tx, updated);
+      if (!samePolicy(row.cert_policy, updated.cert_policy)) await provision(tx, updated);
       return present(tx, updated);
     });
   });

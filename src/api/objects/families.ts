@@ -1,6 +1,19 @@
 import { CREDENTIALS_FAMILY } from '../credentials/family.ts';
 import { RESERVED_DOMAINS_FAMILY } from '../reserved-domains/family.ts';
+import { SSH_CERTIFICATE_AUTHORITIES_FAMILY } from '../ssh-certificate-authorities/family.ts';
+import {
+  SSH_HOST_CERTIFICATES_FAMILY,
+  SSH_USER_CERTIFICATES_FAMILY,
+} from '../ssh-certificates/family.ts';
+import { SSH_CREDENTIALS_FAMILY } from '../ssh-credentials/family.ts';
 import type { Family } from './family.ts';
 
 /** Every family of account objects, in the order the API registers them (one line each). */
-export const FAMILIES: readonly Family[] = [CREDENTIALS_FAMILY, RESERVED_DOMAINS_FAMILY];
+export const FAMILIES: readonly Family[] = [
+  CREDENTIALS_FAMILY,
+  RESERVED_DOMAINS_FAMILY,
+  SSH_CREDENTIALS_FAMILY,
+  SSH_CERTIFICATE_AUTHORITIES_FAMILY,
+  SSH_HOST_CERTIFICATES_FAMILY,
+  SSH_USER_CERTIFICATES_FAMILY,
+];

@@ -1,5 +1,6 @@
 import { userInfo } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Service } from '../../src/service.ts';
 import {
   authoritySigner,
   type GeneratedAuthority,
@@ -13,8 +14,15 @@ import {
   signCertificate,
 } from '../../src/ssh/certificates.ts';
 import { parsePublicKey } from '../../src/ssh/public-keys.ts';
+import {
+  type ApiClient,
+  apiClient,
+  startTestService,
+  TEST_BOOTSTRAP_KEY,
+} from '../helpers/service.ts';
 import { keygen, sshDir } from '../helpers/ssh-keygen.ts';
 import { type Sshd, sshLogin, startSshd } from '../helpers/sshd.ts';
+import { pgliteStore, type TestStore } from '../helpers/stores.ts';
 
 // A real OpenSSH server trusts our authorities and nothing else: it serves our host certificate
 // (the client trusts only an @cert-authority line) and lets in exactly the user certificates our
@@ -159,5 +167,68 @@ describe('sshd with our authorities', () => {
     } finally {
       await wrongName.close();
     }
+  });
+});
+
+describe('sshd with authorities and certificates made through the REST API', () => {
+  let store: TestStore;
+  let service: Service;
+  let api: ApiClient;
+  let server: Sshd;
+  let userCa: { id: string; public_key: string };
+  let hostCaKey = '';
+
+  /** A certificate of `path` for `body`, signed through the API. */
+  async function issued(path: string, body: Record<string, unknown>): Promise<string> {
+    const created = await api('POST', path, body);
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    return created.body.certificate;
+  }
+
+  beforeAll(async () => {
+    store = await pgliteStore();
+    service = await startTestService(store);
+    api = apiClient(service.url, TEST_BOOTSTRAP_KEY);
+    const hostCa = (
+      await api('POST', '/ssh_certificate_authorities', { private_key_type: 'rsa', key_size: 2048 })
+    ).body;
+    userCa = (
+      await api('POST', '/ssh_certificate_authorities', {
+        private_key_type: 'ecdsa',
+        elliptic_curve: 'p521',
+      })
+    ).body;
+    hostCaKey = hostCa.public_key;
+    const hostKey = await keygen(dir.path, 'api-host', 'ecdsa');
+    const hostCertificate = await issued('/ssh_host_certificates', {
+      ssh_certificate_authority_id: hostCa.id,
+      public_key: hostKey.pub,
+      principals: ['127.0.0.1'],
+    });
+    server = await startSshd({
+      dir: dir.path,
+      hostKey: hostKey.path,
+      hostCertificate: dir.file('api-host-cert.pub', hostCertificate),
+      trustedUserCaKeys: `${userCa.public_key}\n`,
+    });
+  });
+  afterAll(async () => {
+    await server?.close();
+    await service?.close();
+    await store?.cleanup();
+  });
+
+  it('lets in the API’s user certificate for this user, and no other', async () => {
+    const options = { port: server.port, knownHosts: `@cert-authority * ${hostCaKey}\n` };
+    const body = { ssh_certificate_authority_id: userCa.id, public_key: userKey.pub };
+    const good = await issued('/ssh_user_certificates', { ...body, principals: [user] });
+    const result = await login(good, options);
+    expect(result, result.stderr).toMatchObject({ code: 0, stdout: 'logged-in\n' });
+    expect(server.log()).toMatch(/Accepted publickey for .* ID sucrt_\S+ \(serial \d+\) CA ECDSA /);
+
+    const wrong = await issued('/ssh_user_certificates', { ...body, principals: ['someone-else'] });
+    const refused = await login(wrong, options);
+    expect(refused.code).toBe(255);
+    expect(refused.stderr).toContain('Permission denied (publickey)');
   });
 });

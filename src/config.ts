@@ -1,4 +1,5 @@
 import { resolve } from 'node:path';
+import { type PortRange, parsePortRange } from './net/port-choice.ts';
 
 /** Every setting of the service, read once from the environment at start. */
 export interface Config {
@@ -59,6 +60,10 @@ export interface Config {
   keepAliveTimeoutMs: number;
   /** Client connections each listener holds at once; beyond, 503 ERR_TOO_MANY_CONNECTIONS. */
   maxConnections: number;
+  /** Ports reserved TCP addresses are allocated from, in every region. */
+  tcpAddrPorts: PortRange;
+  /** How long an instance trusts its cached IP restrictions of an account (changes made elsewhere). */
+  ipRestrictionCacheTtlMs: number;
 }
 
 /** A configuration value that prevents the service from starting. */
@@ -115,6 +120,14 @@ function url(env: Env, name: string, fallback: string): string {
     throw new ConfigError(name, `must be an http(s) URL, got "${raw}"`);
   }
   return raw.replace(/\/+$/, '');
+}
+
+function portRange(env: Env, name: string, fallback: string): PortRange {
+  try {
+    return parsePortRange(env[name] || fallback);
+  } catch (error) {
+    throw new ConfigError(name, (error as Error).message);
+  }
 }
 
 /** A 32-byte key written as 64 hex digits or in base64; `name` says where it came from. */
@@ -225,5 +238,7 @@ export function loadConfig(env: Env = process.env): Config {
     headersTimeoutMs,
     keepAliveTimeoutMs: integer(env, 'KEEP_ALIVE_TIMEOUT_MS', 72_000, 100, 3_600_000),
     maxConnections: integer(env, 'MAX_CONNECTIONS', 512, 1, 1_000_000),
+    tcpAddrPorts: portRange(env, 'TCP_ADDR_PORTS', '20000-29999'),
+    ipRestrictionCacheTtlMs: integer(env, 'IP_RESTRICTION_CACHE_TTL_MS', 5_000, 0, 3_600_000),
   };
 }

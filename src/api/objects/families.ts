@@ -1,4 +1,8 @@
 import { CREDENTIALS_FAMILY } from '../credentials/family.ts';
+import { IP_POLICIES_FAMILY } from '../ip-policies/family.ts';
+import { IP_POLICY_RULES_FAMILY } from '../ip-policy-rules/family.ts';
+import { IP_RESTRICTIONS_FAMILY } from '../ip-restrictions/family.ts';
+import { RESERVED_ADDRS_FAMILY } from '../reserved-addrs/family.ts';
 import { RESERVED_DOMAINS_FAMILY } from '../reserved-domains/family.ts';
 import { SSH_CERTIFICATE_AUTHORITIES_FAMILY } from '../ssh-certificate-authorities/family.ts';
 import {
@@ -12,6 +16,10 @@ import type { Family } from './family.ts';
 export const FAMILIES: readonly Family[] = [
   CREDENTIALS_FAMILY,
   RESERVED_DOMAINS_FAMILY,
+  IP_POLICIES_FAMILY,
+  IP_POLICY_RULES_FAMILY,
+  IP_RESTRICTIONS_FAMILY,
+  RESERVED_ADDRS_FAMILY,
   SSH_CREDENTIALS_FAMILY,
   SSH_CERTIFICATE_AUTHORITIES_FAMILY,
   SSH_HOST_CERTIFICATES_FAMILY,

@@ -26,11 +26,24 @@ export interface CompiledFilter {
   matches(event: EventJson): boolean;
 }
 
+/** How compileFilter runs an accepted filter (the answers are the same either way). */
+export interface CompileFilterOptions {
+  /**
+   * False keeps the cel-js evaluator even for filters compile-js.ts translates: the conformance
+   * and property tests compare the two paths through this one API.
+   */
+  readonly generated?: boolean;
+}
+
 /**
  * Compiles a filter for a traffic kind, or throws FilterError explaining why it cannot be
  * accepted. A blank expression means "no filter" and matches every event.
  */
-export function compileFilter(type: string, expression: string): CompiledFilter {
+export function compileFilter(
+  type: string,
+  expression: string,
+  options: CompileFilterOptions = {},
+): CompiledFilter {
   if (!isTrafficType(type)) {
     throw new FilterError(
       'unsupported_event_type',
@@ -123,7 +136,9 @@ export function compileFilter(type: string, expression: string): CompiledFilter 
       return false;
     }
   };
-  const matches = compileToJs(checked.ast, { type, regexes }) ?? evaluate;
+  const generated =
+    options.generated === false ? undefined : compileToJs(checked.ast, { type, regexes });
+  const matches = generated ?? evaluate;
   return Object.freeze({ type, expression, matches });
 }
 

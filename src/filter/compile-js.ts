@@ -7,6 +7,7 @@ import {
   isTrafficType,
   type TrafficEventType,
 } from '../catalogue/index.ts';
+import { compareStrings, intLiteralOutOfRange } from './cel-semantics.ts';
 import { FILTER_LIMITS, filterEnvironment } from './filter-environment.ts';
 import { compileRegex, RE2_METHOD, re2Matcher, regexLiterals } from './re2-matches.ts';
 
@@ -139,7 +140,7 @@ class Translator {
   private readonly variables: Set<string>;
   private readonly regexes: Map<string, RE2JS>;
   private matcher: number | undefined;
-  private sizeHelper: number | undefined;
+  private readonly helpers = new Map<unknown, number>();
 
   constructor(
     leaves: Map<string, Leaf>,
@@ -166,9 +167,14 @@ class Translator {
     if (this.matcher !== undefined) this.constants[this.matcher] = re2Matcher(this.regexes);
   }
 
-  sizeRef(): string {
-    this.sizeHelper ??= this.constants.push(stringSize) - 1;
-    return `k[${this.sizeHelper}]`;
+  /** A helper function the generated code calls, stored once among the constants. */
+  helper(fn: (...args: never[]) => unknown): string {
+    let i = this.helpers.get(fn);
+    if (i === undefined) {
+      i = this.constants.push(fn) - 1;
+      this.helpers.set(fn, i);
+    }
+    return `k[${i}]`;
   }
 
   /** A pattern the matcher will find compiled (so it never compiles, never throws per event). */
@@ -210,6 +216,9 @@ class Translator {
   emit(node: unknown): Emitted {
     if (!isNode(node)) unsupported('not a node');
     const meta = (node as { meta?: NodeMeta }).meta;
+    if (meta?.macro !== undefined && node.op === 'call' && node.args[0] === 'has') {
+      return this.presence(node);
+    }
     if (meta?.macro !== undefined || meta?.alternate !== undefined) unsupported('macro');
     const type = checkedType(node);
     switch (node.op) {
@@ -257,6 +266,11 @@ class Translator {
             (NUMERIC.has(l.type) && NUMERIC.has(r.type)) ||
             (l.type === r.type && (l.type === 'string' || l.type === 'bool'));
           if (!ok || type !== 'bool') unsupported('relational types');
+          if (l.type === 'string') {
+            // CEL orders strings by code point, JS by UTF-16 unit (cel-semantics.ts).
+            const cmp = `${this.helper(compareStrings)}(${l.code}, ${r.code})`;
+            return { code: `(${cmp} ${node.op} 0)`, type, simple: false };
+          }
           return { code: `(${l.code} ${node.op} ${r.code})`, type, simple: false };
         }
         return unsupported(`operator ${node.op}`);
@@ -300,6 +314,22 @@ class Translator {
     const a = this.emit(operand);
     if (a.type !== type) unsupported('negation type');
     return { code: `(-${a.code})`, type, simple: true };
+  }
+
+  /** has() of a Filterable leaf: proto3 presence, i.e. not its default (cel-semantics.ts). */
+  presence(node: ASTNode): Emitted {
+    const [, [target]] = node.args as [string, ASTNode[]];
+    if (!isNode(target) || target.op !== '.') unsupported('has() argument');
+    const leaf = this.leafOf(target);
+    if (leaf === undefined) unsupported('has() of a group');
+    const value = this.field(target, LEAF_TYPES[leaf.kind] ?? unsupported(`has() of ${leaf.kind}`));
+    const code =
+      leaf.kind === 'string'
+        ? `(${value.code} !== '')`
+        : leaf.kind === 'bool'
+          ? value.code
+          : `(${value.code} != 0)`;
+    return { code, type: 'bool', simple: false };
   }
 
   field(node: ASTNode, type: string): Emitted {
@@ -352,6 +382,9 @@ class Translator {
     let args: ASTNode[];
     if (node.op === 'call') {
       [name, args] = node.args as [string, ASTNode[]];
+      if ((name === 'matches' || name === RE2_METHOD) && args.length === 2) {
+        [receiver, ...args] = args; // the global form matches(s, p)
+      }
     } else {
       [name, receiver, args] = node.args as [string, ASTNode, ASTNode[]];
     }
@@ -367,7 +400,7 @@ class Translator {
       }
       const s = this.emit(operand);
       if (s.type !== 'string') unsupported('size of non-string');
-      return { code: `${this.sizeRef()}(${s.code})`, type, simple: false };
+      return { code: `${this.helper(stringSize)}(${s.code})`, type, simple: false };
     }
     if (receiver === undefined || args.length !== 1 || type !== 'bool') unsupported(name);
     const r = this.emit(receiver);
@@ -524,6 +557,7 @@ export function jsFilter(type: string, expression: string): JsMatches | undefine
   } catch {
     return undefined;
   }
+  if (intLiteralOutOfRange(checked.ast) !== undefined) return undefined;
   const result = checked.check();
   if (!result.valid || result.type !== 'bool') return undefined;
   // Literal patterns as compileFilter validates them; an invalid one means it rejects the filter.

@@ -69,7 +69,13 @@ export function fromCelError(
   return filterError(fe, expression, 'syntax', summary, offset);
 }
 
-function unknownField(fe: FilterEnvironment, expression: string, written: string, offset: number) {
+/** The error for a field reference the environment does not declare (unknown or not filterable). */
+export function unknownField(
+  fe: FilterEnvironment,
+  expression: string,
+  written: string,
+  offset: number,
+) {
   const name = written.startsWith('ev.') ? written.slice(3) : written;
   if (isCatalogueName(fe, name)) {
     return filterError(

@@ -5,6 +5,8 @@ import {
   filterableFields,
   type TrafficEventType,
 } from '../catalogue/index.ts';
+import { UNSET_TIMESTAMP, VIEW_SOURCE, viewsEqual } from './cel-semantics.ts';
+import { re2Matcher } from './re2-matches.ts';
 
 // The CEL environment of one traffic kind, declared from the catalogue's Filterable fields only:
 // the event is `ev`, and each top-level group is also bound by its name (DESIGN.md §4). A field
@@ -18,7 +20,8 @@ import {
 /** Structural limits: a filter is a short predicate, not a program. */
 export const FILTER_LIMITS = Object.freeze({
   maxLength: 2048,
-  maxDepth: 32,
+  /** cel-spec requires 32 nested parentheses; the comparison around them is one more level. */
+  maxDepth: 34,
   maxAstNodes: 512,
   maxListElements: 256,
   /**
@@ -44,6 +47,9 @@ export interface FilterEnvironment {
   toContext(event: EventJson): Record<string, unknown>;
 }
 
+/** `matches(string, string)`: CEL's global form of `string.matches(string)`. */
+export const GLOBAL_MATCHES = 'matches(string, string): bool';
+
 interface GroupNode {
   typeName: string;
   leaves: Map<string, FieldKind>;
@@ -53,7 +59,6 @@ interface GroupNode {
 type ViewClass = new (src: unknown) => object;
 type ToCel = (v: unknown) => unknown;
 
-const EPOCH = new Date(0);
 const NO_VALUES: Readonly<Record<string, unknown>> = Object.freeze({});
 
 const celTypes: Record<FieldKind, string> = {
@@ -73,12 +78,20 @@ const toCelValue: Record<FieldKind, ToCel> = {
   int32: toCelInt,
   int64: toCelInt,
   bool: (v) => v === true,
-  // An unset timestamp (null in the JSON) reads as the Unix epoch.
-  timestamp: (v) => (typeof v === 'string' ? new Date(v) : EPOCH),
+  // An unset timestamp (null in the JSON) reads as the Unix epoch (that Date: has() tells).
+  timestamp: (v) => (typeof v === 'string' ? new Date(v) : UNSET_TIMESTAMP),
   string_list: (v) => (Array.isArray(v) ? v : []),
   string_list_map: (v) => (v !== null && typeof v === 'object' ? v : {}),
   json: (v) => (Array.isArray(v) ? v : []),
 };
+
+const INT64_MAX = 2n ** 63n - 1n;
+
+function uintToInt(u: { valueOf(): bigint }): bigint {
+  const v = u.valueOf();
+  if (v > INT64_MAX) throw new RangeError('int(uint): beyond int64');
+  return v;
+}
 
 function toCelInt(v: unknown): bigint {
   if (typeof v === 'number')
@@ -135,12 +148,16 @@ function declare(env: Environment, node: GroupNode): ViewClass {
   for (const name of [node.typeName, ...Object.keys(fields)]) {
     if (!IDENTIFIER.test(name)) throw new Error(`filter: '${name}' is not an identifier`);
   }
+  // The source is kept under a symbol (not a declared field): has() on a group reads it.
   const View = new Function(
     'h',
     'none',
-    `return function ${node.typeName}(s) {\n  if (s === null || typeof s !== 'object') s = none;\n  ${body.join('\n  ')}\n};`,
-  )(helpers, NO_VALUES) as ViewClass;
+    'src',
+    `return function ${node.typeName}(s) {\n  if (s === null || typeof s !== 'object') s = none;\n  ${body.join('\n  ')}\n  this[src] = s;\n};`,
+  )(helpers, NO_VALUES, VIEW_SOURCE) as ViewClass;
   env.registerType(node.typeName, { ctor: View, fields });
+  // CEL compares messages of one type field by field; cel-js has no equality for them.
+  env.registerOperator(`${node.typeName} == ${node.typeName}`, viewsEqual);
   return View;
 }
 
@@ -160,7 +177,13 @@ function buildEnvironment(type: TrafficEventType): FilterEnvironment {
       maxAstNodes: FILTER_LIMITS.maxAstNodes,
       maxListElements: FILTER_LIMITS.maxListElements,
     },
+    // CEL types `[1, 'a']` as list(dyn) and `{1: 'a', 'b': 2}` as map(dyn, dyn).
+    homogeneousAggregateLiterals: false,
   });
+  // The global form of `matches`; compileFilter reroutes both forms to RE2 (re2-matches.ts).
+  env.registerFunction(GLOBAL_MATCHES, re2Matcher(new Map()));
+  // CEL's int(uint), which cel-js lacks: an error beyond int64, as any int overflow.
+  env.registerFunction('int(uint): int', uintToInt);
   const root = buildTree(type);
   const EventView = declare(env, root);
   env.registerVariable('ev', 'Event');

@@ -6,6 +6,7 @@ import {
   type TrafficEventType,
 } from '../catalogue/index.ts';
 import { UNSET_TIMESTAMP, VIEW_SOURCE, viewsEqual } from './cel-semantics.ts';
+import { generate, identifier } from './generated-code.ts';
 import { re2Matcher } from './re2-matches.ts';
 
 // The CEL environment of one traffic kind, declared from the catalogue's Filterable fields only:
@@ -128,8 +129,6 @@ function buildTree(type: TrafficEventType): GroupNode {
   return root;
 }
 
-const IDENTIFIER = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
-
 // Registers the node's CEL type (children first) and returns the view class backing it. The
 // constructor is generated (constant property names), as in catalogue/to-json.ts: the generic
 // keyed loop cost 0.16 µs per event, most of a filter's time. Names come from the descriptors.
@@ -139,22 +138,20 @@ function declare(env: Environment, node: GroupNode): ViewClass {
   const body: string[] = [];
   for (const [key, kind] of node.leaves) {
     fields[key] = celTypes[kind];
-    body.push(`this.${key} = h[${helpers.push(toCelValue[kind]) - 1}](s.${key});`);
+    const name = identifier(key);
+    body.push(`this.${name} = h[${helpers.push(toCelValue[kind]) - 1}](s.${name});`);
   }
   for (const [key, child] of node.groups) {
     fields[key] = child.typeName;
-    body.push(`this.${key} = new h[${helpers.push(declare(env, child)) - 1}](s.${key});`);
-  }
-  for (const name of [node.typeName, ...Object.keys(fields)]) {
-    if (!IDENTIFIER.test(name)) throw new Error(`filter: '${name}' is not an identifier`);
+    const name = identifier(key);
+    body.push(`this.${name} = new h[${helpers.push(declare(env, child)) - 1}](s.${name});`);
   }
   // The source is kept under a symbol (not a declared field): has() on a group reads it.
-  const View = new Function(
-    'h',
-    'none',
-    'src',
-    `return function ${node.typeName}(s) {\n  if (s === null || typeof s !== 'object') s = none;\n  ${body.join('\n  ')}\n  this[src] = s;\n};`,
-  )(helpers, NO_VALUES, VIEW_SOURCE) as ViewClass;
+  const View = generate<ViewClass>(
+    ['h', 'none', 'src'],
+    `return function ${identifier(node.typeName)}(s) {\n  if (s === null || typeof s !== 'object') s = none;\n  ${body.join('\n  ')}\n  this[src] = s;\n};`,
+    [helpers, NO_VALUES, VIEW_SOURCE],
+  );
   env.registerType(node.typeName, { ctor: View, fields });
   // CEL compares messages of one type field by field; cel-js has no equality for them.
   env.registerOperator(`${node.typeName} == ${node.typeName}`, viewsEqual);
@@ -163,11 +160,12 @@ function declare(env: Environment, node: GroupNode): ViewClass {
 
 // The context builder `{ev, conn: ev.conn, ...}`, generated for the same reason.
 function contextBuilder(EventView: ViewClass, topLevel: string[]): FilterEnvironment['toContext'] {
-  const entries = topLevel.map((key) => `${key}: ev.${key}`);
-  return new Function(
-    'Ev',
+  const entries = topLevel.map((key) => `${identifier(key)}: ev.${identifier(key)}`);
+  return generate(
+    ['Ev'],
     `return function toContext(e) {\n  const ev = new Ev(e);\n  return { ev, ${entries.join(', ')} };\n};`,
-  )(EventView);
+    [EventView],
+  );
 }
 
 function buildEnvironment(type: TrafficEventType): FilterEnvironment {

@@ -66,6 +66,10 @@ export function fromCelError(
       e.code === 'no_such_key',
     );
   }
+  // Anything else came from the type check (it alone passes the AST): a checker failure, such as
+  // cel-js's overload ambiguity on `[].all(e, e > 0)`, is a type error, not a syntax error.
+  if (ast !== undefined)
+    return filterError(fe, expression, 'type', `type error: ${summary}`, offset);
   return filterError(fe, expression, 'syntax', summary, offset);
 }
 

@@ -21,7 +21,10 @@ import { re2Matcher } from './re2-matches.ts';
 /** Structural limits: a filter is a short predicate, not a program. */
 export const FILTER_LIMITS = Object.freeze({
   maxLength: 2048,
-  /** cel-spec requires 32 nested parentheses; the comparison around them is one more level. */
+  /**
+   * cel-spec requires 32 nested parentheses, which cel-js counts as 33 levels; one more keeps
+   * them valid inside a parenthesized comparison (`((…)) == 7`, as the conformance test writes).
+   */
   maxDepth: 34,
   maxAstNodes: 512,
   maxListElements: 256,

@@ -160,6 +160,12 @@ describe('compileFilter: what CEL means (issue 14)', () => {
     expect(both(expression)).toEqual([expected, expected]);
   });
 
+  it('labels what cel-js cannot type-check a type error, not a syntax error', () => {
+    const err = filterError('[].all(e, e > 0)'); // valid CEL: README, known differences
+    expect(err.code).toBe('type');
+    expect(err.message).toMatch(/^filter: type error: /);
+  });
+
   it('runs the global matches with RE2 and rejects its invalid literal pattern', () => {
     const f = compileFilter(HTTP, 'matches(conn.server_name, "(a+)+$")');
     expect(f.matches({ conn: { server_name: `${'a'.repeat(50_000)}!` } })).toBe(false);

@@ -15,9 +15,10 @@ import { compileRegex, regexLiterals } from './re2-matches.ts';
 
 // A filter's checked CEL AST translated to one generated JS function, when every node is in the
 // subset filters over the Filterable leaves use: literals, field reads, comparisons, &&, ||, !,
-// ?:, `in` a list literal, size(), startsWith / endsWith / contains and `matches` with a literal
-// pattern (through re2Matcher, as the evaluator runs it). Anything else — arithmetic (it can
-// overflow), conversions, macros, maps, bytes, dyn, dynamic patterns — makes compileToJs return
+// ?:, `in` a list literal, size(), startsWith / endsWith / contains, `matches` (either form)
+// with a literal pattern (through re2Matcher, as the evaluator runs it) and has() of a leaf.
+// Anything else — arithmetic (it can overflow), conversions, other macros, has() of a group,
+// maps, bytes, dyn, dynamic patterns — makes compileToJs return
 // undefined and the caller keeps the cel-js evaluator. Per event this skips building the CEL
 // context (BigInt per int) and the tree walk: the `npm run bench:filter` profile's 85 %.
 //
@@ -31,7 +32,8 @@ import { compileRegex, regexLiterals } from './re2-matches.ts';
 //   int/uint equality is emitted as `==`, exact between number and bigint; `<` is exact between
 //   them anyway. Only the comparisons the checker accepted are compiled, with their checked types:
 //   == and != between equal types; < <= > >= between numbers of any kind (int/uint/double, as
-//   cel-js's overloads compare them with JS `<`), or between two strings or two bools.
+//   cel-js's overloads compare them with JS `<`), or between two strings (by code point, as
+//   cel-semantics.ts patches the evaluator to) or two bools. has() of a leaf: not its default.
 // - No node of the subset can fail at evaluation time (total functions, literal patterns compiled
 //   beforehand), so plain && / || agree with CEL's commutative error absorption. A throw that
 //   cannot happen (a getter on the event, say) still answers false, as the evaluator's catch does.

@@ -8,6 +8,8 @@ import type { ASTNode } from '@marcbachmann/cel-js';
 //   proto3 says: a scalar is present when it is not its default ('' / 0 / false), a repeated
 //   field or map when it is not empty, a message (a group, a timestamp) when it was set.
 // - `<` `<=` `>` `>=` on strings: cel-js compares UTF-16 code units, CEL compares code points.
+// - Int negation and division: cel-js does not check the int64 range (-(-2^63), -2^63 / -1);
+//   CEL says overflow is an error.
 
 /** Each view keeps the event JSON it was built from here: has() on a group looks at it. */
 export const VIEW_SOURCE: unique symbol = Symbol('cel view source');
@@ -158,6 +160,13 @@ export function patchEvaluation(ast: ASTNode): void {
       macro.evaluate = presenceEvaluate(macro.evaluate);
       return;
     }
+    if ((node.op === '-_' || node.op === '/') && checkedTypeName(node) === 'int') {
+      // The node's own evaluate (its prototype's replaces itself with this on first use).
+      const inner = (node as unknown as { meta: { evaluate: Evaluate } }).meta.evaluate;
+      (node as unknown as { evaluate: Evaluate }).evaluate = (ev, n: ASTNode, ctx) =>
+        checkedInt(inner.call(n, ev, n as never, ctx) as bigint);
+      return;
+    }
     const order = STRING_ORDER[node.op];
     if (order === undefined) return;
     const [l, r] = node.args as ASTNode[];
@@ -170,6 +179,17 @@ export function patchEvaluation(ast: ASTNode): void {
 }
 
 const INT64_MAX = 2n ** 63n - 1n;
+const INT64_MIN = -(2n ** 63n);
+
+/** Whether an int is within int64 (CEL's int). */
+export function inInt64(v: bigint): boolean {
+  return v >= INT64_MIN && v <= INT64_MAX;
+}
+
+function checkedInt(v: bigint): bigint {
+  if (!inInt64(v)) throw new RangeError('integer overflow');
+  return v;
+}
 
 /**
  * The offset of the first int literal beyond int64, or undefined. cel-js reads any size; CEL's

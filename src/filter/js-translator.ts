@@ -1,7 +1,7 @@
 import type { ASTNode } from '@marcbachmann/cel-js';
 import type { RE2JS } from 're2js';
 import type { FieldKind } from '../catalogue/index.ts';
-import { compareStrings } from './cel-semantics.ts';
+import { compareStrings, inInt64 } from './cel-semantics.ts';
 import { FILTER_LIMITS } from './filter-environment.ts';
 import { literal } from './generated-code.ts';
 import { compileRegex, RE2_METHOD, re2Matcher } from './re2-matches.ts';
@@ -84,6 +84,12 @@ function checkedType(node: ASTNode): string {
   const t = (node as { checkedType?: { name?: unknown } }).checkedType;
   if (t === undefined || typeof t.name !== 'string') unsupported('unchecked node');
   return t.name;
+}
+
+/** The value of an int literal, possibly negated (the only operands negation compiles). */
+function intConstant(node: ASTNode): bigint {
+  if (node.op === '-_') return -intConstant(node.args as ASTNode);
+  return node.args as bigint;
 }
 
 export class Translator {
@@ -269,6 +275,8 @@ export class Translator {
     if (type !== 'int' && type !== 'double') unsupported('negation type');
     const a = this.emit(operand);
     if (a.type !== type) unsupported('negation type');
+    // -(-9223372036854775808) overflows: an evaluation error, which the evaluator raises.
+    if (type === 'int' && !inInt64(-intConstant(operand))) unsupported('int overflow');
     return { code: `(-${a.code})`, type, simple: true };
   }
 

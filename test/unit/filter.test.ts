@@ -160,6 +160,19 @@ describe('compileFilter: what CEL means (issue 14)', () => {
     expect(both(expression)).toEqual([expected, expected]);
   });
 
+  it('makes int negation and division overflow an error (no match), on every evaluation', () => {
+    for (const expression of [
+      '-(-9223372036854775808) > 0',
+      '(-9223372036854775808) / -1 > 0',
+      '-(conn.server_port - 9223372036854775807 - 2) > 0',
+    ]) {
+      const ev = { conn: { server_port: 1 } };
+      for (let i = 0; i < 3; i++) expect(both(expression, ev), expression).toEqual([false, false]);
+    }
+    expect(both('-(-9223372036854775807) > 0')).toEqual([true, true]);
+    expect(both('conn.server_port / -1 == -443')).toEqual([true, true]);
+  });
+
   it('labels what cel-js cannot type-check a type error, not a syntax error', () => {
     const err = filterError('[].all(e, e > 0)'); // valid CEL: README, known differences
     expect(err.code).toBe('type');

@@ -157,7 +157,7 @@ export const SOURCE_UPDATE_SCHEMA = object({
   },
 });
 
-/** An event source: its event type, filter and field selection. */
+/** An event source: its event type, filter, field selection and sample rate. */
 export const SOURCE_SCHEMA = object(
   {
     type: { ...str, description: 'event type, e.g. http_request_complete.v0' },

@@ -5,7 +5,7 @@ import {
   filterableFields,
   type TrafficEventType,
 } from '../catalogue/index.ts';
-import { UNSET_TIMESTAMP, VIEW_SOURCE, viewsEqual } from './cel-semantics.ts';
+import { inInt64, UNSET_TIMESTAMP, VIEW_SOURCE, viewsEqual } from './cel-semantics.ts';
 import { generate, identifier } from './generated-code.ts';
 import { re2Matcher } from './re2-matches.ts';
 
@@ -89,11 +89,9 @@ const toCelValue: Record<FieldKind, ToCel> = {
   json: (v) => (Array.isArray(v) ? v : []),
 };
 
-const INT64_MAX = 2n ** 63n - 1n;
-
 function uintToInt(u: { valueOf(): bigint }): bigint {
   const v = u.valueOf();
-  if (v > INT64_MAX) throw new RangeError('int(uint): beyond int64');
+  if (!inInt64(v)) throw new RangeError('int(uint): beyond int64');
   return v;
 }
 

@@ -19,7 +19,7 @@ import { checkShape, FIELD_CODES } from '../validate.ts';
 // a bad expression is a 400 naming its position and the allowed fields, never an event-time
 // failure (DESIGN.md §4 "Filter syntax", "Field selection").
 
-/** One source as written: '' filter = every event, [] fields = every field, rate 1 = no sampling. */
+/** One source as written: '' filter = every event, [] fields = every field, rate 1 = all kept. */
 export interface SourceInput {
   type: string;
   filter: string;
@@ -98,8 +98,8 @@ function checkSampleRate(source: SourceInput, traffic: boolean, where: string): 
 }
 
 /**
- * Reads and checks one source `{type, filter?, fields?}`; `where` locates it in messages ('' when
- * the source is the whole request body).
+ * Reads and checks one source `{type, filter?, fields?, sample_rate?}`; `where` locates it in
+ * messages ('' when the source is the whole request body).
  */
 export function readSource(value: unknown, where: string): SourceInput {
   checkShape(value, SOURCE_SCHEMA, where, FIELD_CODES);
@@ -138,7 +138,7 @@ export function readSources(value: unknown): SourceInput[] {
   });
 }
 
-/** Reads a PATCH of one source: `filter`, `fields`, `sample_rate`; checked later against its type. */
+/** Reads a PATCH of one source (`filter`, `fields`, `sample_rate`); checked later by its type. */
 export function readSourceChanges(value: unknown): {
   filter?: string;
   fields?: string[];

@@ -162,9 +162,16 @@ export const CERT_POLICY_SHAPE = object({
 export const SOURCE_UPDATE_SCHEMA = object({
   filter: { ...str, description: 'CEL filter; empty: every event' },
   fields: { ...strings, description: 'field selection; empty: every field' },
+  sample_rate: {
+    ...num,
+    exclusiveMinimum: 0,
+    maximum: 1,
+    description:
+      'share of the events passing the filter that are delivered, chosen by event id (the same on every instance and retry); 1: every event',
+  },
 });
 
-/** An event source: its event type, filter and field selection. */
+/** An event source: its event type, filter, field selection and sample rate. */
 export const SOURCE_SCHEMA = object(
   {
     type: { ...str, description: 'event type, e.g. http_request_complete.v0' },

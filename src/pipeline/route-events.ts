@@ -8,6 +8,7 @@ import {
 import { PublishResponseSchema } from '../gen/agent_ingress/ingest/v0/ingest_pb.ts';
 import { newId } from '../ids.ts';
 import type { Routing } from './routing.ts';
+import { sampled } from './sampling.ts';
 import type { EventRecord } from './types.ts';
 import type { Delivery, RouteResult } from './worker-protocol.ts';
 
@@ -85,6 +86,7 @@ export function routeRequest(
     let routedAny = false;
     for (const route of routes) {
       if (route.filter !== undefined && !route.filter.matches(object)) continue;
+      if (!sampled(eventId, route.sampleBound)) continue;
       routedAny = true;
       let record = records.get(route.projectionKey);
       if (record === undefined) {

@@ -74,9 +74,16 @@ describe.each(STORES)('Event subscription API on $kind', ({ open }) => {
           type: HTTP,
           filter: 'ev.conn.server_port == 443',
           fields: ['conn', 'http.request.method'],
+          sample_rate: 1,
           uri: `${uri}/sources/${HTTP}`,
         },
-        { type: KEY_CREATED, filter: '', fields: [], uri: `${uri}/sources/${KEY_CREATED}` },
+        {
+          type: KEY_CREATED,
+          filter: '',
+          fields: [],
+          sample_rate: 1,
+          uri: `${uri}/sources/${KEY_CREATED}`,
+        },
       ],
       destinations: [
         { id: destinationId, uri: `${service.url}/event_destinations/${destinationId}` },
@@ -105,7 +112,13 @@ describe.each(STORES)('Event subscription API on $kind', ({ open }) => {
     });
     expect(replaced.status).toBe(200);
     expect(replaced.body.sources).toEqual([
-      { type: TCP, filter: 'ev.conn.server_port != 22', fields: [], uri: `${uri}/sources/${TCP}` },
+      {
+        type: TCP,
+        filter: 'ev.conn.server_port != 22',
+        fields: [],
+        sample_rate: 1,
+        uri: `${uri}/sources/${TCP}`,
+      },
     ]);
     expect(replaced.body.destinations.map((d: { id: string }) => d.id)).toEqual([
       second,
@@ -164,6 +177,7 @@ describe.each(STORES)('Event subscription API on $kind', ({ open }) => {
       type: HTTP,
       filter: 'ev.conn.server_name.endsWith(".example.com")',
       fields: ['http.response.status_code'],
+      sample_rate: 1,
       uri: `${service.url}${sourcesUri}/${HTTP}`,
     });
     expect((await api('GET', `${sourcesUri}/${HTTP}`)).body).toEqual(added.body);
@@ -514,8 +528,8 @@ describe.each(STORES)('Event subscription API on $kind', ({ open }) => {
       id: subscription.id,
       accountId,
       sources: [
-        { type: HTTP, filter: 'ev.conn.server_port == 443', fields: ['conn'] },
-        { type: TCP, filter: 'ev.conn.server_port == 22', fields: [] },
+        { type: HTTP, filter: 'ev.conn.server_port == 443', fields: ['conn'], sampleRate: 1 },
+        { type: TCP, filter: 'ev.conn.server_port == 22', fields: [], sampleRate: 1 },
       ],
       destinationIds: [destinationId],
     });

@@ -132,6 +132,7 @@ const TABLES = [
   'event_subscriptions',
   'event_sources',
   'event_subscription_destinations',
+  'account_objects',
 ] as const;
 
 export type RowCounts = Record<(typeof TABLES)[number], number>;

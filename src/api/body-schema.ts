@@ -151,7 +151,7 @@ function kindOf(schema: JsonSchema): string {
 const count = (n: number, what: string) => (n === 1 ? `one ${what}` : `${n} ${what}s`);
 
 /** Ajv's other keywords in the catalogue's words. */
-const WORDS: Record<string, (params: Record<string, any>) => string> = {
+const WORDS: Record<string, (params: { limit: number; pattern: string }) => string> = {
   minItems: ({ limit }) => `must have at least ${count(limit, 'item')}`,
   maxItems: ({ limit }) => `must have at most ${count(limit, 'item')}`,
   uniqueItems: () => 'must not name the same value twice',
@@ -213,7 +213,7 @@ export function toAppError(error: ErrorObject, where: string, codes: ShapeCodes)
     default:
       return new AppError(
         codes.invalid,
-        `"${field}" ${WORDS[error.keyword]?.(error.params) ?? error.message}`,
+        `"${field}" ${WORDS[error.keyword]?.(error.params as { limit: number; pattern: string }) ?? error.message}`,
         {
           field,
         },

@@ -1,4 +1,4 @@
-import type { Batch, EventRecord } from './types.ts';
+import type { Batch, EventRecord } from '../sinks/types.ts';
 
 /** Size and timing limits of one destination's batches. */
 export interface BatcherOptions {

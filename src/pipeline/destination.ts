@@ -1,9 +1,7 @@
 import type { Logger } from '../logger.ts';
-import type { Sink } from '../sinks/types.ts';
-import { SinkError } from '../sinks/types.ts';
+import { type Batch, type EventRecord, type Sink, SinkError } from '../sinks/types.ts';
 import { type BatcherOptions, createBatcher } from './batcher.ts';
 import type { Spool } from './spool.ts';
-import type { Batch, EventRecord } from './types.ts';
 
 /** ok: direct writes · retrying: sink failing or spool draining · parked: permanent error, slow retries. */
 export type DestinationStatus = 'ok' | 'retrying' | 'parked';

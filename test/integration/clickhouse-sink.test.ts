@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ColumnSpec } from '../../src/catalogue/types.ts';
 import { createDestination } from '../../src/pipeline/destination.ts';
 import { openSpool } from '../../src/pipeline/spool.ts';
-import type { Batch, EventRecord } from '../../src/pipeline/types.ts';
+import type { Batch, EventRecord } from '../../src/sinks/types.ts';
 import { parseClickHouseSinkConfig } from '../../src/sinks/clickhouse/config.ts';
 import type { TableFor } from '../../src/sinks/clickhouse/encode.ts';
 import { encodeRows } from '../../src/sinks/clickhouse/encode.ts';

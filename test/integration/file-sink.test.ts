@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { Batch, EventRecord } from '../../src/pipeline/types.ts';
+import type { Batch, EventRecord } from '../../src/sinks/types.ts';
 import {
   DEFAULT_MAX_FILE_AGE_MS,
   DEFAULT_MAX_FILE_BYTES,

@@ -11,7 +11,7 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createDestination } from '../../src/pipeline/destination.ts';
 import { openSpool } from '../../src/pipeline/spool.ts';
-import type { Batch, EventRecord } from '../../src/pipeline/types.ts';
+import type { Batch, EventRecord } from '../../src/sinks/types.ts';
 import { KafkaSinkConfigError, parseKafkaSinkConfig } from '../../src/sinks/kafka/config.ts';
 import { encodeMessages } from '../../src/sinks/kafka/encode.ts';
 import { createKafkaSink, kafkaSinkError } from '../../src/sinks/kafka/sink.ts';

@@ -6,7 +6,7 @@ import type { ColumnSpec } from '../../src/catalogue/types.ts';
 import { PublishRequestSchema } from '../../src/gen/agent_ingress/ingest/v0/ingest_pb.ts';
 import { routeRequest } from '../../src/pipeline/route-events.ts';
 import { compileRouting } from '../../src/pipeline/routing.ts';
-import type { Batch, EventRecord } from '../../src/pipeline/types.ts';
+import type { Batch, EventRecord } from '../../src/sinks/types.ts';
 import {
   encodeRows,
   encodeText,

@@ -5,7 +5,7 @@ import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createDestination, DestinationClosedError } from '../../src/pipeline/destination.ts';
 import { openSpool, SpoolFullError } from '../../src/pipeline/spool.ts';
-import type { Batch, EventRecord } from '../../src/pipeline/types.ts';
+import type { Batch, EventRecord } from '../../src/sinks/types.ts';
 import { type Sink, SinkError } from '../../src/sinks/types.ts';
 
 type Mode = 'ok' | 'retriable' | 'permanent';

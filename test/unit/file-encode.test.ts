@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { EventRecord } from '../../src/pipeline/types.ts';
+import type { EventRecord } from '../../src/sinks/types.ts';
 import { encodeNdjson } from '../../src/sinks/file/encode.ts';
 
 const record = (json: string): EventRecord => ({

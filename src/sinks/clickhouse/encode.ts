@@ -1,5 +1,5 @@
 import type { ColumnSpec } from '../../catalogue/types.ts';
-import type { Batch } from '../../pipeline/types.ts';
+import type { Batch } from '../types.ts';
 import { SinkError } from '../types.ts';
 import { type RowEncoder, rowEncoder } from './row-encoder.ts';
 import type { ServerProfile } from './schema.ts';

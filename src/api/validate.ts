@@ -83,6 +83,9 @@ const KINDS: Record<string, string> = {
 /** True when `value` has the JSON type `schema` declares (lists: of items of their type). */
 function fits(value: unknown, schema: JsonSchema): boolean {
   if (schema.enum !== undefined) return (schema.enum as unknown[]).includes(value);
+  if (Array.isArray(schema.type)) {
+    return schema.type.some((type) => fits(value, { ...schema, type }));
+  }
   switch (schema.type) {
     case 'array':
       return Array.isArray(value) && value.every((item) => fits(item, schema.items as JsonSchema));
@@ -107,10 +110,12 @@ export function checkShape(
   if (!fits(value, schema)) {
     if (where === '') objectWith(value, []); // the request body itself: its own message
     const choices = (schema.enum as string[] | undefined)?.map((c) => `"${c}"`).join(', ');
-    const kind = choices === undefined ? KINDS[schema.type as string] : `one of ${choices}`;
+    const oneOf = choices === undefined ? undefined : `one of ${choices}`;
+    const types = [schema.type].flat() as string[];
+    const kind = oneOf ?? types.map((type) => KINDS[type]).join(' or ');
     throw new AppError(codes.invalid, `"${where}" must be ${kind}`, { field: where });
   }
-  if (schema.type !== 'object') return;
+  if (value === null || typeof value !== 'object' || schema.properties === undefined) return;
   const properties = Object.entries(schema.properties as Record<string, JsonSchema>).filter(
     ([, property]) => property.readOnly !== true,
   );

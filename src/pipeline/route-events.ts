@@ -7,8 +7,8 @@ import {
 } from '../catalogue/index.ts';
 import { PublishResponseSchema } from '../gen/agent_ingress/ingest/v0/ingest_pb.ts';
 import { newId } from '../ids.ts';
-import type { Routing } from './routing.ts';
 import type { EventRecord } from '../sinks/types.ts';
+import type { Routing } from './routing.ts';
 import type { Delivery, RouteResult } from './worker-protocol.ts';
 
 const EVENT_ID = /^[\x21-\x7e]{1,128}$/;

@@ -1,8 +1,8 @@
 import { DESTINATION_TEST_EVENT_TYPE } from '../catalogue/event-types.ts';
 import { newId } from '../ids.ts';
+import type { EventRecord } from '../sinks/types.ts';
 import type { DestinationHealth } from './destination.ts';
 import type { Destinations } from './destinations.ts';
-import type { EventRecord } from '../sinks/types.ts';
 
 /**
  * What a test delivery did: `durable` when the event was written or spooled (as for any event),

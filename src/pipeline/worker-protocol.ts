@@ -1,5 +1,5 @@
-import type { RoutingConfig } from './routing.ts';
 import type { EventRecord } from '../sinks/types.ts';
+import type { RoutingConfig } from './routing.ts';
 
 // The typed boundary between the ingest thread and the route-events workers: one task per
 // Publish request (never per event), one result per task.

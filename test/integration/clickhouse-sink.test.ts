@@ -6,12 +6,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ColumnSpec } from '../../src/catalogue/types.ts';
 import { createDestination } from '../../src/pipeline/destination.ts';
 import { openSpool } from '../../src/pipeline/spool.ts';
-import type { Batch, EventRecord } from '../../src/sinks/types.ts';
-import { parseClickHouseSinkConfig } from '../../src/sinks/clickhouse/config.ts';
 import type { TableFor } from '../../src/sinks/clickhouse/encode.ts';
 import { encodeRows } from '../../src/sinks/clickhouse/encode.ts';
+import { parseClickHouseSinkConfig } from '../../src/sinks/clickhouse/index.ts';
 import { createTableSql, serverProfile } from '../../src/sinks/clickhouse/schema.ts';
 import { clickHouseSinkError, createClickHouseSink } from '../../src/sinks/clickhouse/sink.ts';
+import type { Batch, EventRecord } from '../../src/sinks/types.ts';
 import { type ClickHouseServer, startClickHouse } from '../helpers/clickhouse.ts';
 
 const logger = pino({ level: 'silent' });

@@ -162,6 +162,73 @@ describe.each(STORES)('Event destination API on $kind', ({ open }) => {
     );
   });
 
+  it('takes every setting each sink declares, shows it back and documents it in /openapi.json', async () => {
+    const PEM_KEY = '-----BEGIN PRIVATE KEY-----\nkafka-tls-key-5d1e\n-----END PRIVATE KEY-----\n';
+    const PEM_CERT = '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n';
+    const full: Record<string, Record<string, unknown>> = {
+      file: { path: 'every/setting', max_file_bytes: 4096, max_file_age_ms: 60_000 },
+      kafka: {
+        ...kafkaTarget().kafka,
+        tls: { ca: PEM_CERT, cert: PEM_CERT, key: PEM_KEY, reject_unauthorized: false },
+        max_in_flight_requests: 5,
+        allow_auto_topic_creation: true,
+        request_timeout_ms: 5_000,
+        connection_timeout_ms: 1_000,
+      },
+      clickhouse: {
+        ...clickhouseTarget().clickhouse,
+        compression: { request: true },
+        request_timeout_ms: 7_000,
+      },
+    };
+    // Every declared setting is in `full`, so a setting added to a sink must be added here.
+    const taken = (schema: Record<string, unknown>, prefix = ''): string[] =>
+      Object.entries(schema.properties as Record<string, Record<string, unknown>>)
+        .filter(([, property]) => property.readOnly !== true)
+        .flatMap(([name, property]) =>
+          property.properties === undefined
+            ? [`${prefix}${name}`]
+            : [`${prefix}${name}`, ...taken(property, `${prefix}${name}.`)],
+        );
+    const given = (value: Record<string, unknown>, prefix = ''): string[] =>
+      Object.entries(value).flatMap(([name, inner]) =>
+        inner !== null && typeof inner === 'object' && !Array.isArray(inner)
+          ? [`${prefix}${name}`, ...given(inner as Record<string, unknown>, `${prefix}${name}.`)]
+          : [`${prefix}${name}`],
+      );
+    const openapi = (await (await fetch(`${service.url}/openapi.json`)).json()) as {
+      components: { schemas: Record<string, { properties: Record<string, unknown> }> };
+    };
+    const documented = Object.values(openapi.components.schemas).find(
+      (schema) => schema.properties?.target !== undefined,
+    )?.properties.target as { properties: Record<string, Record<string, unknown>> };
+    expect(Object.keys(documented.properties).sort()).toEqual(Object.keys(full).sort());
+
+    for (const [kind, settings] of Object.entries(full)) {
+      expect(given(settings).sort()).toEqual(taken(documented.properties[kind]).sort());
+      const created = await api('POST', '/event_destinations', { target: { [kind]: settings } });
+      expect(created.status).toBe(201);
+      const shown = (await api('GET', `/event_destinations/${created.body.id}`)).body.target[kind];
+      for (const name of given(settings)) {
+        const [head, tail] = name.split('.');
+        const value = tail === undefined ? settings[head] : (settings[head] as never)[tail];
+        const at = tail === undefined ? shown : shown[head];
+        const key = tail ?? head;
+        if (['password', 'key'].includes(key)) {
+          expect(at).not.toHaveProperty(key);
+          expect(at[`${key}_set`]).toBe(true);
+        } else if (typeof value !== 'object') {
+          expect(at[key]).toEqual(value);
+        }
+      }
+      expect(JSON.stringify(shown)).not.toMatch(/secret|kafka-tls-key/);
+      const stored = (await loadPipelineConfig(service.db, service.keyring)).destinations.find(
+        (d) => d.id === created.body.id,
+      )?.target;
+      expect(stored).toEqual({ [kind]: settings });
+    }
+  });
+
   it('never shows secrets: create, get, list, patch and audit events', async () => {
     const kafka = await api('POST', '/event_destinations', { target: kafkaTarget() });
     expect(kafka.status).toBe(201);
@@ -268,20 +335,17 @@ describe.each(STORES)('Event destination API on $kind', ({ open }) => {
       target: { kafka: { brokers: ['127.0.0.1:9092'], topic: 't' } },
     });
     expect(noSasl.body.target).toEqual({ kafka: { brokers: ['127.0.0.1:9092'], topic: 't' } });
-    expectError(
-      await api('PATCH', `/event_destinations/${id}`, {
-        target: {
-          kafka: {
-            brokers: ['127.0.0.1:9092'],
-            topic: 't',
-            sasl: { mechanism: 'plain', username: 'u' },
-          },
+    const noPassword = await api('PATCH', `/event_destinations/${id}`, {
+      target: {
+        kafka: {
+          brokers: ['127.0.0.1:9092'],
+          topic: 't',
+          sasl: { mechanism: 'plain', username: 'u' },
         },
-      }),
-      400,
-      'ERR_INVALID_TARGET',
-      'target.kafka.sasl.password',
-    );
+      },
+    });
+    expectError(noPassword, 400, 'ERR_INVALID_TARGET', 'sasl.password is required');
+    expect(noPassword.body.details.field).toBe('target.kafka.sasl.password');
 
     // Kind changes: nothing is carried over.
     const toClickhouse = await api('PATCH', `/event_destinations/${id}`, {
@@ -430,7 +494,11 @@ describe.each(STORES)('Event destination API on $kind', ({ open }) => {
       ],
       [kafkaTarget({ acks: 'all' }), 'target.kafka.acks'],
       [{ file: { path: 'x', rotate: true } }, 'target.file.rotate'],
-      [clickhouseTarget({ compression: { request: true } }), 'target.clickhouse.compression'],
+      [
+        clickhouseTarget({ compression: { response: true } }),
+        'target.clickhouse.compression.response',
+      ],
+      [kafkaTarget({ tls: { ca: 'x', verify: true } }), 'target.kafka.tls.verify'],
       [{ s3: { bucket: 'b' } }, 'target.s3'],
     ] as const) {
       const res = await post({ target });

@@ -11,10 +11,11 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createDestination } from '../../src/pipeline/destination.ts';
 import { openSpool } from '../../src/pipeline/spool.ts';
-import type { Batch, EventRecord } from '../../src/sinks/types.ts';
-import { KafkaSinkConfigError, parseKafkaSinkConfig } from '../../src/sinks/kafka/config.ts';
 import { encodeMessages } from '../../src/sinks/kafka/encode.ts';
+import { parseKafkaSinkConfig } from '../../src/sinks/kafka/index.ts';
 import { createKafkaSink, kafkaSinkError } from '../../src/sinks/kafka/sink.ts';
+import { SinkConfigError } from '../../src/sinks/settings.ts';
+import type { Batch, EventRecord } from '../../src/sinks/types.ts';
 import { type KafkaMock, readTopic, startKafka } from '../helpers/kafka.ts';
 
 // kafkajs's per-connection request queue (no public export; its prototype is what every
@@ -46,6 +47,8 @@ async function until(check: () => boolean, timeoutMs = 30_000): Promise<void> {
   }
 }
 
+const PEM = '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n';
+
 describe('kafka sink config and encoding', () => {
   it('fills defaults and validates', () => {
     const c = parseKafkaSinkConfig({ brokers: ['127.0.0.1:9092'], topic: 'events' });
@@ -58,11 +61,11 @@ describe('kafka sink config and encoding', () => {
     const tls = parseKafkaSinkConfig({
       brokers: ['k:9093'],
       topic: 't',
-      tls: { ca: 'PEM', reject_unauthorized: false },
+      tls: { ca: PEM, reject_unauthorized: false },
       sasl: { mechanism: 'scram-sha-512', username: 'u', password: 'p' },
     });
     expect(tls.tls).toEqual({
-      ca: 'PEM',
+      ca: PEM,
       cert: undefined,
       key: undefined,
       rejectUnauthorized: false,
@@ -74,6 +77,11 @@ describe('kafka sink config and encoding', () => {
       { brokers: ['k:1'], topic: 'a b' },
       { brokers: ['k:1'], topic: 't', compression: 'snappy' as 'gzip' },
       { brokers: ['k:1'], topic: 't', max_in_flight_requests: 0 },
+      { brokers: ['k:1'], topic: 't', max_in_flight_requests: 6 },
+      { brokers: ['k:1'], topic: 't', request_timeout_ms: 99 },
+      { brokers: ['k:1'], topic: 't', connection_timeout_ms: 60_001 },
+      { brokers: ['k:1'], topic: 't', tls: { ca: 'not pem' } },
+      { brokers: ['k:1'], topic: 't', tls: { cert: PEM } },
       {
         brokers: ['k:1'],
         topic: 't',
@@ -81,7 +89,7 @@ describe('kafka sink config and encoding', () => {
       },
     ];
     for (const settings of bad) {
-      expect(() => parseKafkaSinkConfig(settings)).toThrow(KafkaSinkConfigError);
+      expect(() => parseKafkaSinkConfig(settings)).toThrow(SinkConfigError);
     }
   });
 

@@ -6,7 +6,6 @@ import type { ColumnSpec } from '../../src/catalogue/types.ts';
 import { PublishRequestSchema } from '../../src/gen/agent_ingress/ingest/v0/ingest_pb.ts';
 import { routeRequest } from '../../src/pipeline/route-events.ts';
 import { compileRouting } from '../../src/pipeline/routing.ts';
-import type { Batch, EventRecord } from '../../src/sinks/types.ts';
 import {
   encodeRows,
   encodeText,
@@ -15,6 +14,7 @@ import {
 } from '../../src/sinks/clickhouse/encode.ts';
 import { type ServerProfile, serverProfile } from '../../src/sinks/clickhouse/schema.ts';
 import { tableForEventType } from '../../src/sinks/clickhouse/tables.ts';
+import type { Batch, EventRecord } from '../../src/sinks/types.ts';
 import { SinkError } from '../../src/sinks/types.ts';
 import { generateEvents } from '../helpers/events.ts';
 

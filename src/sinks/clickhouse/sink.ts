@@ -2,8 +2,8 @@ import { type ClickHouseClient, ClickHouseLogLevel, createClient } from '@clickh
 import type { ColumnSpec } from '../../catalogue/types.ts';
 import type { Logger } from '../../logger.ts';
 import { type Sink, SinkError } from '../types.ts';
-import type { ClickHouseSinkConfig } from './config.ts';
 import { encodeRows, type TableFor, type TableTarget } from './encode.ts';
+import type { ClickHouseSinkConfig } from './index.ts';
 import {
   addColumnSql,
   createDatabaseSql,

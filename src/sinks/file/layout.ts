@@ -3,7 +3,7 @@ import { dirname, join, relative, sep } from 'node:path';
 import { fsyncDir } from '../../fsync-dir.ts';
 import type { Logger } from '../../logger.ts';
 import { pathExists } from '../../path-exists.ts';
-import { parseFileSinkConfig } from './config.ts';
+import { parseFileSinkConfig } from './index.ts';
 
 // File destinations live in DATA_DIR/events/<account_id>/<path>. Earlier versions wrote them to
 // DATA_DIR/events/<path>, one namespace for every account. migrateFileLayout() moves such a
@@ -40,7 +40,7 @@ export interface FileDestinationPath {
 /** The directory a path names under base, or undefined for a path that leaves it. */
 function under(base: string, path: string): string | undefined {
   try {
-    return parseFileSinkConfig({ path }, { baseDir: base }).dir;
+    return parseFileSinkConfig({ path }, { accountDir: base }).dir;
   } catch {
     return undefined;
   }

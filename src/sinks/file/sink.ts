@@ -4,8 +4,8 @@ import { fsyncDir } from '../../fsync-dir.ts';
 import type { Logger } from '../../logger.ts';
 import { pathExists } from '../../path-exists.ts';
 import { type Sink, SinkError } from '../types.ts';
-import type { FileSinkConfig } from './config.ts';
 import { encodeNdjson } from './encode.ts';
+import type { FileSinkConfig } from './index.ts';
 
 // On-disk layout: the file being written is `events-<UTC yyyymmddThhmmssZ>-<seq>.ndjson.open`;
 // rotation (size, age, close) fsyncs it and renames it to drop `.open`, so a reader that ignores

@@ -9,8 +9,8 @@ import {
 } from 'kafkajs';
 import type { Logger } from '../../logger.ts';
 import { type Sink, SinkError } from '../types.ts';
-import type { KafkaSinkConfig } from './config.ts';
 import { encodeMessages } from './encode.ts';
+import type { KafkaSinkConfig } from './index.ts';
 import { patchRequestQueue } from './request-queue-fix.ts';
 
 patchRequestQueue();

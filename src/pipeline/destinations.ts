@@ -11,6 +11,7 @@ import {
   type Destination,
   DestinationClosedError,
   type DestinationHealth,
+  notDurable,
 } from './destination.ts';
 import { instrumentSink, instrumentSpool } from './instrument.ts';
 import { openSpool } from './spool.ts';
@@ -140,7 +141,7 @@ export function createDestinations(deps: DestinationsDeps): Destinations {
       async deliver(records) {
         await reopened;
         const next = live.get(id)?.destination;
-        if (next === undefined) throw new DestinationClosedError(id);
+        if (next === undefined) throw notDurable(new DestinationClosedError(id));
         return next.deliver(records);
       },
       health: () => old.health(),
@@ -157,7 +158,7 @@ export function createDestinations(deps: DestinationsDeps): Destinations {
     const message = `cannot open the destination: ${error instanceof Error ? error.message : String(error)}`;
     const at = new Date().toISOString();
     return {
-      deliver: () => Promise.reject(new Error(`destination ${id}: ${message}`)),
+      deliver: () => Promise.reject(notDurable(`destination ${id}: ${message}`)),
       health: () => ({
         status: 'parked',
         last_error: message,

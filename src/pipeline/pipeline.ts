@@ -167,12 +167,8 @@ export async function createPipeline(deps: {
     return { response: result.response, accepted: result.accepted, matched: result.matched };
   }
 
-  /** Counts an ingest outcome that is not a success. */
-  function failed(error: unknown): AppError {
-    const appError = AppError.from(error);
-    metrics.ingestRequests.inc({ result: appError.code });
-    return appError;
-  }
+  // A refusal is counted by the ingest, where every protocol's answer is given (ingest/publish.ts).
+  const failed = (error: unknown) => AppError.from(error);
 
   return {
     relay,

@@ -1,4 +1,5 @@
-import { Code, ConnectError, createClient } from '@connectrpc/connect';
+import { create } from '@bufbuild/protobuf';
+import { Code, ConnectError, createClient, type Transport } from '@connectrpc/connect';
 import {
   compressionGzip,
   createConnectTransport,
@@ -6,7 +7,7 @@ import {
   createGrpcWebTransport,
 } from '@connectrpc/connect-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { IngestService } from '../../src/gen/agent_ingress/ingest/v0/ingest_pb.ts';
+import { EventSchema, IngestService } from '../../src/gen/agent_ingress/ingest/v0/ingest_pb.ts';
 import type { Service } from '../../src/service.ts';
 import { generateEvents } from '../helpers/events.ts';
 import { freePort } from '../helpers/free-port.ts';
@@ -153,5 +154,94 @@ describe('gRPC over HTTP/2 on GRPC_PORT', () => {
       await service.close();
       await store.cleanup();
     }
+  });
+});
+
+describe('one Publish path: the same bad requests get the same answer and metric in every protocol', () => {
+  let store: TestStore;
+  let service: Service;
+
+  beforeAll(async () => {
+    store = await pgliteStore();
+    service = await startTestService(store, {
+      INGEST_TOKENS: TEST_INGEST_TOKEN,
+      MAX_INGEST_BYTES: '200000',
+      GRPC_PORT: String(await freePort()),
+    });
+  });
+  afterAll(async () => {
+    await service?.close();
+    await store?.cleanup();
+  });
+
+  const transports: Record<string, () => Transport> = {
+    'connect binary': () => createConnectTransport({ baseUrl: service.url, httpVersion: '1.1' }),
+    'connect JSON': () =>
+      createConnectTransport({ baseUrl: service.url, httpVersion: '1.1', useBinaryFormat: false }),
+    'connect binary, gzip': () =>
+      createConnectTransport({
+        baseUrl: service.url,
+        httpVersion: '1.1',
+        sendCompression: compressionGzip,
+      }),
+    'gRPC-Web': () => createGrpcWebTransport({ baseUrl: service.url, httpVersion: '1.1' }),
+    gRPC: () => createGrpcTransport({ baseUrl: service.grpcUrl! }),
+  };
+
+  const valid = generateEvents(1, { accounts: ['ac_same'], seed: 9 });
+  const badRequests: Record<string, { events: typeof valid; token: string; code: Code }> = {
+    'a wrong token': { events: valid, token: 'wrong-token-0123456789', code: Code.Unauthenticated },
+    'an event without its fields': {
+      events: [create(EventSchema, { payload: { case: 'tcpConnectionClosed', value: {} } })],
+      token: TEST_INGEST_TOKEN,
+      code: Code.InvalidArgument,
+    },
+    'more bytes than MAX_INGEST_BYTES': {
+      events: generateEvents(2000, { accounts: ['ac_same'], seed: 10 }),
+      token: TEST_INGEST_TOKEN,
+      code: Code.ResourceExhausted,
+    },
+  };
+
+  /** agent_ingress_ingest_requests_total by result, as /metrics shows it. */
+  async function requestsByResult(): Promise<Record<string, number>> {
+    const text = await (await fetch(`${service.url}/metrics`)).text();
+    const out: Record<string, number> = {};
+    for (const match of text.matchAll(
+      /^agent_ingress_ingest_requests_total\{result="([^"]+)"\} (\d+)$/gm,
+    )) {
+      out[match[1]] = Number(match[2]);
+    }
+    return out;
+  }
+
+  function delta(before: Record<string, number>, after: Record<string, number>) {
+    return Object.fromEntries(
+      Object.entries(after)
+        .map(([result, n]) => [result, n - (before[result] ?? 0)] as const)
+        .filter(([, n]) => n !== 0),
+    );
+  }
+
+  it.each(Object.entries(badRequests))('%s', async (_name, bad) => {
+    const answers: Record<string, { code: Code; counted: Record<string, number> }> = {};
+    for (const [protocol, transport] of Object.entries(transports)) {
+      const client = createClient(IngestService, transport());
+      const before = await requestsByResult();
+      const error = await client
+        .publish({ events: bad.events }, { headers: { authorization: `Bearer ${bad.token}` } })
+        .then(
+          () => undefined,
+          (e) => ConnectError.from(e),
+        );
+      answers[protocol] = {
+        code: error?.code ?? Code.Unknown,
+        counted: delta(before, await requestsByResult()),
+      };
+    }
+    const first = Object.values(answers)[0];
+    expect(first.code).toBe(bad.code);
+    expect(Object.keys(first.counted)).toHaveLength(1);
+    for (const answer of Object.values(answers)) expect(answer).toEqual(first);
   });
 });

@@ -30,8 +30,6 @@ export type { ColumnSpec, FieldKind, FieldSpec } from './types.ts';
 export {
   type DecodedEvent,
   decodePublishRequest,
-  TooManyEventsError,
-  WireFormatError,
   type WireToJson,
   wireToJson,
 } from './wire-decode.ts';

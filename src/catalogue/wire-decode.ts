@@ -16,8 +16,6 @@ import {
   WIRE_VARINT,
 } from './wire-reader.ts';
 
-export { TooManyEventsError, WireFormatError } from './wire-reader.ts';
-
 // Decodes the protobuf wire format of a PublishRequest straight to the catalogue's JSON shape:
 // for every event, the object `trafficToJson(type)(fromBinary(...))` would give, without the
 // protobuf-es message in between. bench/decode-micro.ts: ~15 µs per event for fromBinary +
@@ -35,7 +33,7 @@ export { TooManyEventsError, WireFormatError } from './wire-reader.ts';
 // more than once hold: the last scalar wins, repeated fields and map entries accumulate, and a
 // singular message merges into the earlier occurrence — which is why timestamps stay
 // {seconds, nanos} while an event is decoded and are formatted at its end. Malformed input
-// throws a WireFormatError (see wire-reader.ts for where this is stricter than protobuf-es).
+// throws ERR_INVALID_EVENTS (see wire-reader.ts for where this is stricter than protobuf-es).
 
 /** One event of a PublishRequest: its envelope fields and its payload as catalogue JSON. */
 export interface DecodedEvent {
@@ -351,7 +349,7 @@ let requestDecoder: RequestDecoder | undefined;
 
 /**
  * Decodes a binary PublishRequest to its events, each payload in the catalogue's JSON shape.
- * Throws a WireFormatError on malformed input, and a TooManyEventsError before decoding an event
+ * Throws ERR_INVALID_EVENTS on malformed input, and ERR_BODY_TOO_LARGE before decoding an event
  * past `maxEvents`. Validation (account id, payload present, event id, timestamp range) is the
  * caller's: the envelope's values are returned as sent.
  */

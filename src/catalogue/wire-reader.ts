@@ -1,6 +1,7 @@
 import { Buffer } from 'node:buffer';
 import type { DescField, DescMessage } from '@bufbuild/protobuf';
 import { ListValueSchema, StructSchema, ValueSchema } from '@bufbuild/protobuf/wkt';
+import { AppError } from '../errors.ts';
 import { StringListSchema } from '../gen/agent_ingress/events/v0/traffic_pb.ts';
 import { type Int64Json, int64FromHalves } from './int64-json.ts';
 
@@ -61,13 +62,9 @@ export function messageInfo(desc: DescMessage, wireTypes: Map<number, number>): 
   return { typeName: desc.typeName, fields };
 }
 
-/** Bytes that are not a valid encoding of the message being decoded. */
-export class WireFormatError extends Error {
-  override name = 'WireFormatError';
-}
-
+// Bytes that are not a valid encoding of the message being decoded: the client's bad events.
 function fail(message: string): never {
-  throw new WireFormatError(message);
+  throw new AppError('ERR_INVALID_EVENTS', message);
 }
 
 export function truncated(pos: number): never {
@@ -79,14 +76,9 @@ export function overrun(length: number, pos: number, end: number): never {
   return fail(`length ${length} at byte ${pos} runs past the end of its message (byte ${end})`);
 }
 
-/** A request carrying more events than its reader allows: it was not decoded past the limit. */
-export class TooManyEventsError extends Error {
-  override name = 'TooManyEventsError';
-}
-
-/** Stops a decode at the event past `max`. */
+/** Stops a decode at the event past `max`: the request was not decoded past the limit. */
 export function tooManyEvents(max: number): never {
-  throw new TooManyEventsError(`more than ${max} events`);
+  throw new AppError('ERR_BODY_TOO_LARGE', `more than ${max} events`);
 }
 
 export function tooDeep(typeName: string): never {

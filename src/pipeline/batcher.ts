@@ -1,3 +1,4 @@
+import { AppError } from '../errors.ts';
 import type { Batch, EventRecord } from '../sinks/types.ts';
 
 /** Size and timing limits of one destination's batches. */
@@ -41,14 +42,6 @@ export class BatcherFullError extends Error {
   constructor(pendingBytes: number, maxPendingBytes: number) {
     super(`batcher full: ${pendingBytes} of ${maxPendingBytes} pending bytes in use`);
     this.name = 'BatcherFullError';
-  }
-}
-
-/** Thrown by add() after close(): the destination is shutting down. */
-export class BatcherClosedError extends Error {
-  constructor() {
-    super('batcher closed');
-    this.name = 'BatcherClosedError';
   }
 }
 
@@ -159,7 +152,7 @@ export function createBatcher<R>(deps: BatcherDeps<R>): Batcher<R> {
 
   return {
     add(records) {
-      if (closed) return Promise.reject(new BatcherClosedError());
+      if (closed) return Promise.reject(new AppError('ERR_UNAVAILABLE', 'batcher closed; retry'));
       if (records.length === 0) return Promise.resolve([]);
       const sizes = records.map(recordBytes);
       const total = sizes.reduce((a, b) => a + b, 0);

@@ -60,11 +60,8 @@ export interface Destination {
 }
 
 /** deliver() after close(): the service is shutting down; the caller retries elsewhere or later. */
-export class DestinationClosedError extends Error {
-  constructor(id: string) {
-    super(`destination ${id} is closed`);
-    this.name = 'DestinationClosedError';
-  }
+export function destinationClosed(id: string): AppError {
+  return new AppError('ERR_UNAVAILABLE', `destination ${id} is closed; retry`);
 }
 
 /** Records a destination could not make durable, as the error the client gets. */
@@ -213,7 +210,7 @@ export function createDestination(deps: DestinationDeps): Destination {
 
   return {
     deliver(records) {
-      if (closing) return Promise.reject(notDurable(new DestinationClosedError(id)));
+      if (closing) return Promise.reject(destinationClosed(id));
       return batcher.add(records).then(receiptOf, (err: unknown) => {
         throw notDurable(err);
       });

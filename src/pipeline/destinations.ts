@@ -9,8 +9,8 @@ import type { BatcherOptions } from './batcher.ts';
 import {
   createDestination,
   type Destination,
-  DestinationClosedError,
   type DestinationHealth,
+  destinationClosed,
   notDurable,
 } from './destination.ts';
 import { instrumentSink, instrumentSpool } from './instrument.ts';
@@ -141,7 +141,7 @@ export function createDestinations(deps: DestinationsDeps): Destinations {
       async deliver(records) {
         await reopened;
         const next = live.get(id)?.destination;
-        if (next === undefined) throw notDurable(new DestinationClosedError(id));
+        if (next === undefined) throw destinationClosed(id);
         return next.deliver(records);
       },
       health: () => old.health(),

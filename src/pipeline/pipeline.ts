@@ -12,7 +12,7 @@ import type { DestinationHealth } from './destination.ts';
 import { createDestinations, type Destinations } from './destinations.ts';
 import { compileRouting, type Routing } from './routing.ts';
 import { deliverTestEvent, type TestDelivery } from './test-delivery.ts';
-import { createRoutePool, type RoutePool, routeFailureKind } from './worker-pool.ts';
+import { createRoutePool, type RoutePool } from './worker-pool.ts';
 
 /** The outcome of one acknowledged Publish. */
 export interface Published {
@@ -146,14 +146,14 @@ export async function createPipeline(deps: {
     try {
       result = await pool.route(request, receivedAt);
     } catch (error) {
-      logger.error({ err: error }, 'route-events worker failed');
-      const kind = routeFailureKind(error);
-      if (kind === 'backpressure')
-        throw new AppError('ERR_BACKPRESSURE', 'too many requests queued; retry later');
-      if (kind === 'unavailable') {
-        throw new AppError('ERR_UNAVAILABLE', 'event routing failed; retry', {}, { cause: error });
+      if ((error as AppError).code !== 'ERR_BACKPRESSURE') {
+        logger.error({ err: error }, 'route-events worker failed');
       }
-      throw AppError.from(error);
+      throw error;
+    }
+    if (result.kind === 'failed') {
+      logger.error({ err: result.message }, 'route-events worker failed');
+      throw new AppError('ERR_INTERNAL', 'internal error');
     }
     if (result.kind === 'invalid') throw new AppError('ERR_INVALID_EVENTS', result.message);
     if (result.kind === 'too-many') throw new AppError('ERR_BODY_TOO_LARGE', result.message);

@@ -28,6 +28,8 @@ export type RouteResult =
   | { kind: 'need-config' }
   | { kind: 'invalid'; message: string }
   | { kind: 'too-many'; message: string }
+  /** A bug in routing (never the client's doing); `message` is for the log. */
+  | { kind: 'failed'; message: string }
   | {
       kind: 'routed';
       /** The PublishResponse (accepted count, assigned ids in request order), binary protobuf. */

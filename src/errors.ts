@@ -86,7 +86,7 @@ export class AppError extends Error {
   }
 }
 
-/** The JSON error body of DESIGN.md §4. */
+/** The JSON error body (docs/decisions.md#error-body). */
 export function errorBody(error: AppError, operationId: string) {
   return {
     error_code: error.code,

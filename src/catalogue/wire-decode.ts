@@ -22,7 +22,7 @@ import { stringListEntry, struct } from './wire-struct.ts';
 // protobuf-es message in between. bench/decode-micro.ts: ~15 µs per event for fromBinary +
 // trafficToJson, ~5 µs for this, of which ~1.7 µs is V8 building the header objects (keys in
 // ever new orders make new hidden classes; both paths pay that). Like to-json, each message
-// type gets a function generated from its descriptor (DESIGN.md §3: the descriptors stay the
+// type gets a function generated from its descriptor (docs/decisions.md#catalogue: the descriptors stay the
 // one source of truth): one `switch` over the tags it declares, writing constant property
 // names. The generated source holds only numbers, property names checked to be plain
 // identifiers, and descriptor names in comments, reduced to [A-Za-z0-9_.].

@@ -7,7 +7,7 @@ import {
 } from '../catalogue/index.ts';
 import { FieldSelectionError } from './filter-error.ts';
 
-// A subscription's `fields` (DESIGN.md §4 "Field selection"): dotted leaf names or group names
+// A subscription's `fields` (docs/decisions.md#field-selection): dotted leaf names or group names
 // (`conn` selects its whole group), output kept nested. The selection is compiled into a tree
 // of generated functions once, so per event it is a few property copies; selected values and
 // groups are shared with the input object, not cloned.

@@ -15,7 +15,7 @@ export interface TestDelivery {
   error: string | null;
 }
 
-/** The test event's envelope (DESIGN.md §4): no principal, as it changes no account object. */
+/** The test event's envelope (docs/decisions.md#envelope): no principal, as it changes no account object. */
 export function testEventRecord(destinationId: string, accountId: string): EventRecord {
   const eventId = newId('ev');
   const envelope = {

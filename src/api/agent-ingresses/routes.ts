@@ -46,7 +46,7 @@ function samePolicy(a: CertPolicy | null, b: CertPolicy | null): boolean {
   return a?.authority === b?.authority && a?.private_key_type === b?.private_key_type;
 }
 
-/** /agent_ingresses CRUD per SPEC.md and DESIGN.md §4. */
+/** /agent_ingresses CRUD (docs/decisions.md#resources, #domains). */
 export async function agentIngressRoutes(app: FastifyInstance, deps: ApiDeps): Promise<void> {
   app.addHook('preValidation', rejectUnstorableStrings);
   app.addHook('preValidation', acceptPathEchoes({ id: 'id' }));

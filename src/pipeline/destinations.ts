@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
-import { createSink, type TargetSettings } from '../sinks/index.ts';
+import { createSink, sinkKind, type TargetSettings } from '../sinks/index.ts';
 import { type Sink, SinkError } from '../sinks/types.ts';
 import type { BatcherOptions } from './batcher.ts';
 import {
@@ -118,7 +118,7 @@ export function createDestinations(deps: DestinationsDeps): Destinations {
       maxBytes: deps.spoolMaxBytes,
     });
     const logger = deps.logger.child({ destination_id: config.id });
-    const kind = Object.keys(config.target)[0] ?? 'unknown';
+    const kind = sinkKind(Object.keys(config.target)[0] ?? '')?.kind ?? 'unknown';
     const destination = createDestination({
       id: config.id,
       sink: instrumentSink(await sinkOrBroken(config, logger), kind, deps.metrics),

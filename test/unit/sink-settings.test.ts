@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { completeTarget, readTarget } from '../../src/api/event-destinations/target.ts';
 import { AppError } from '../../src/errors.ts';
+import { createMetrics } from '../../src/metrics.ts';
 import { SINKS } from '../../src/sinks/index.ts';
 import { KAFKA_SETTINGS } from '../../src/sinks/kafka/index.ts';
 import { keepSecrets, mapSecrets, present } from '../../src/sinks/settings.ts';
@@ -80,5 +81,15 @@ describe('sink settings, declared once per kind', () => {
     expect(() => completeTarget({ sink: broken, settings: { path: 'x' } }, undefined, '/')).toThrow(
       TypeError,
     );
+  });
+
+  it('shows every kind of sink in the metrics from the start, at zero', async () => {
+    const text = await createMetrics().registry.metrics();
+    for (const { kind } of SINKS) {
+      expect(text).toContain(`agent_ingress_sink_records_delivered_total{sink="${kind}"} 0`);
+      expect(text).toContain(
+        `agent_ingress_sink_write_errors_total{sink="${kind}",retriable="false"} 0`,
+      );
+    }
   });
 });

@@ -74,15 +74,17 @@ export interface TestServiceContext {
 }
 
 /**
- * Starts a store (`open`, PGlite unless given) and the real service on it before the block's
- * tests, and stops both after them. Read the fields inside tests: they are set in beforeAll.
+ * Starts a store (`open`, PGlite unless given) and the real service on it (with `env`, or what
+ * an async `env` gives, e.g. a free port) before the block's tests, and stops both after them. Read the fields inside tests: they are set in beforeAll.
  */
 export function useTestService(
   open: () => Promise<TestStore> = pgliteStore,
-  env: Record<string, string> = {},
+  env: Record<string, string> | (() => Promise<Record<string, string>>) = {},
 ): TestServiceContext {
+  let settled: Record<string, string> | undefined;
   const start = async () => {
-    context.service = await startTestService(context.store, env);
+    settled ??= typeof env === 'function' ? await env() : env;
+    context.service = await startTestService(context.store, settled);
     context.api = apiClient(context.service.url, TEST_BOOTSTRAP_KEY);
   };
   const context = {

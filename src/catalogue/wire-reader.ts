@@ -33,16 +33,10 @@ export const WIRE_32BIT = 5;
  * value, and a 64-bit varint's halves. Each decoder has its own (see wire-decode.ts), passed to
  * every read; read `pos` right after the call.
  */
-export interface Cursor {
-  pos: number;
-  lo: number;
-  hi: number;
-}
+export type Cursor = { pos: number; lo: number; hi: number };
 
 /** A decoder's cursor. */
-export function newCursor(): Cursor {
-  return { pos: 0, lo: 0, hi: 0 };
-}
+export const newCursor = (): Cursor => ({ pos: 0, lo: 0, hi: 0 });
 
 /** The tag of a field: field number and wire type in one varint value. */
 export function tagOf(fieldNo: number, wireType: number): number {
@@ -130,38 +124,32 @@ export function tag(c: Cursor, buf: Uint8Array, pos: number, end: number): numbe
   return value;
 }
 
-// A 64-bit varint into c.lo/c.hi, exactly as protobuf-es's varint64read splits it.
+// A 64-bit varint into c.lo/c.hi, exactly as protobuf-es's varint64read splits it: 28 bits into
+// lo, then a byte shared by lo (4 bits) and hi (3 bits), then hi; at most 10 bytes.
 function varint64(c: Cursor, buf: Uint8Array, pos: number, end: number): void {
-  c.lo = 0;
-  c.hi = 0;
-  let b: number;
-  for (let shift = 0; shift < 28; shift += 7) {
+  let lo = 0;
+  let hi = 0;
+  let b = 0x80;
+  for (let shift = 0; shift < 28 && b >= 0x80; shift += 7) {
     if (pos >= end) truncated(pos);
     b = buf[pos++];
-    c.lo |= (b & 0x7f) << shift;
-    if (b < 0x80) {
-      c.pos = pos;
-      return;
-    }
+    lo |= (b & 0x7f) << shift;
   }
-  if (pos >= end) truncated(pos);
-  b = buf[pos++];
-  c.lo |= (b & 0x0f) << 28;
-  c.hi = (b & 0x70) >> 4;
-  if (b < 0x80) {
-    c.pos = pos;
-    return;
-  }
-  for (let shift = 3; shift <= 31; shift += 7) {
+  if (b >= 0x80) {
     if (pos >= end) truncated(pos);
     b = buf[pos++];
-    c.hi |= (b & 0x7f) << shift;
-    if (b < 0x80) {
-      c.pos = pos;
-      return;
+    lo |= (b & 0x0f) << 28;
+    hi = (b & 0x70) >> 4;
+    for (let shift = 3; shift <= 31 && b >= 0x80; shift += 7) {
+      if (pos >= end) truncated(pos);
+      b = buf[pos++];
+      hi |= (b & 0x7f) << shift;
     }
+    if (b >= 0x80) fail(`varint longer than 10 bytes before byte ${pos}`);
   }
-  fail(`varint longer than 10 bytes before byte ${pos}`);
+  c.lo = lo;
+  c.hi = hi;
+  c.pos = pos;
 }
 
 /**

@@ -68,36 +68,32 @@ export async function insertEventDestination(
   );
 }
 
-/** One destination of an account. */
-export async function getEventDestination(
+// One destination of an account by `sql` ($1 account, $2 id), its secrets opened.
+async function oneRow(
+  sql: string,
   db: Queryable,
   accountId: string,
   id: string,
   keyring: Keyring,
 ): Promise<EventDestinationRow | undefined> {
-  const result = await db.query<EventDestinationRow>(
-    'SELECT * FROM event_destinations WHERE account_id = $1 AND id = $2',
-    [accountId, id],
-  );
+  const result = await db.query<EventDestinationRow>(sql, [accountId, id]);
   return openRow(result.rows[0], keyring);
 }
+
+/** One destination of an account. */
+export const getEventDestination = oneRow.bind(
+  undefined,
+  'SELECT * FROM event_destinations WHERE account_id = $1 AND id = $2',
+);
 
 /**
  * Locks one destination for update inside a transaction. Subscriptions that start naming it
  * wait for the lock (their foreign key check), so a delete's in-use check cannot be raced.
  */
-export async function lockEventDestination(
-  db: Queryable,
-  accountId: string,
-  id: string,
-  keyring: Keyring,
-): Promise<EventDestinationRow | undefined> {
-  const result = await db.query<EventDestinationRow>(
-    'SELECT * FROM event_destinations WHERE account_id = $1 AND id = $2 FOR UPDATE',
-    [accountId, id],
-  );
-  return openRow(result.rows[0], keyring);
-}
+export const lockEventDestination = oneRow.bind(
+  undefined,
+  'SELECT * FROM event_destinations WHERE account_id = $1 AND id = $2 FOR UPDATE',
+);
 
 /**
  * The ids among `ids` that name destinations of the account, locked against deletion until the
@@ -137,18 +133,10 @@ export async function updateEventDestination(
 }
 
 /** Deletes a destination (no subscription may name it any more) and returns the row it was. */
-export async function deleteEventDestination(
-  db: Queryable,
-  accountId: string,
-  id: string,
-  keyring: Keyring,
-): Promise<EventDestinationRow | undefined> {
-  const result = await db.query<EventDestinationRow>(
-    'DELETE FROM event_destinations WHERE account_id = $1 AND id = $2 RETURNING *',
-    [accountId, id],
-  );
-  return openRow(result.rows[0], keyring);
-}
+export const deleteEventDestination = oneRow.bind(
+  undefined,
+  'DELETE FROM event_destinations WHERE account_id = $1 AND id = $2 RETURNING *',
+);
 
 /** The subscriptions that still deliver to a destination, oldest first. */
 export async function subscriptionsUsingDestination(

@@ -41,9 +41,11 @@ export interface FileSinkConfig {
 
 const fail = (message: string, setting?: string) => new SinkConfigError('file', message, setting);
 
-function inside(base: string, target: string): boolean {
-  const rel = relative(base, target);
-  return rel.split(sep)[0] !== '..' && !isAbsolute(rel);
+/** The directory `path` names under `base`, or undefined for a path that leaves it. */
+export function dirInside(base: string, path: string): string | undefined {
+  const dir = resolve(base, path);
+  const rel = relative(base, dir);
+  return rel.split(sep)[0] !== '..' && !isAbsolute(rel) ? dir : undefined;
 }
 
 /** Validates settings: an absolute path, or one not naming a directory inside the account's, is refused. */
@@ -55,8 +57,8 @@ export function parseFileSinkConfig(settings: Settings, context: SinkContext): F
   if (path.includes('\0')) throw fail('path must not contain NUL', 'path');
   if (isAbsolute(path)) throw fail(`path must be relative to the account's directory`, 'path');
   const root = resolve(context.accountDir);
-  const dir = resolve(root, path);
-  if (!inside(root, dir)) {
+  const dir = dirInside(root, path);
+  if (dir === undefined) {
     throw fail(`path ${JSON.stringify(path)} escapes the account's directory`, 'path');
   }
   if (dir === root) {

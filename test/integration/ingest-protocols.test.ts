@@ -208,20 +208,33 @@ describe('one Publish path: the same bad requests get the same answer and metric
 
   it.each(Object.entries(badRequests))('%s', async (_name, bad) => {
     const answers: Record<string, { code: Code; counted: Record<string, number> }> = {};
-    for (const [protocol, transport] of Object.entries(transports)) {
+    const headers = { authorization: `Bearer ${bad.token}` };
+    async function* oneMessage() {
+      yield { events: bad.events };
+    }
+    const calls = Object.entries(transports).flatMap(([protocol, transport]) => {
       const client = createClient(IngestService, transport());
+      const unary = [protocol, () => client.publish({ events: bad.events }, { headers })] as const;
+      // PublishStream where the protocol streams from the client (gRPC-Web needs HTTP/2).
+      if (protocol === 'gRPC-Web') return [unary];
+      const stream = [
+        `${protocol}, PublishStream`,
+        () => client.publishStream(oneMessage(), { headers }),
+      ] as const;
+      return [unary, stream];
+    });
+    for (const [name, call] of calls) {
       const before = await requestsByResult();
-      const error = await client
-        .publish({ events: bad.events }, { headers: { authorization: `Bearer ${bad.token}` } })
-        .then(
-          () => undefined,
-          (e) => ConnectError.from(e),
-        );
-      answers[protocol] = {
+      const error = await call().then(
+        () => undefined,
+        (e) => ConnectError.from(e),
+      );
+      answers[name] = {
         code: error?.code ?? Code.Unknown,
         counted: delta(before, await requestsByResult()),
       };
     }
+    expect(Object.keys(answers)).toHaveLength(9);
     const first = Object.values(answers)[0];
     expect(first.code).toBe(bad.code);
     expect(Object.keys(first.counted)).toHaveLength(1);

@@ -4,7 +4,7 @@ import type { CompiledFilter } from './compile-filter.ts';
 import { filterEnvironment } from './filter-environment.ts';
 import { generate, identifier } from './generated-code.ts';
 
-// A filter can only read Filterable fields (DESIGN.md §4), which for both traffic kinds are the
+// A filter can only read Filterable fields (docs/decisions.md#filters), which for both traffic kinds are the
 // connection tuple: conn.client_ip, conn.server_ip, conn.server_name, conn.server_port. Edge
 // traffic repeats tuples (one client talking to one host makes many requests), so a filter's
 // answer can be remembered per tuple: a hit costs one to four Map lookups instead of building the

@@ -8,7 +8,7 @@ import {
 import { FieldSelectionError } from './filter-error.ts';
 import { generate, identifier } from './generated-code.ts';
 
-// A subscription's `fields` (DESIGN.md §4 "Field selection"): dotted leaf names or group names
+// A subscription's `fields` (docs/decisions.md#field-selection): dotted leaf names or group names
 // (`conn` selects its whole group), output kept nested. The selection is compiled into a tree
 // of generated functions once, so per event it is a few property copies; selected values and
 // groups are shared with the input object, not cloned.

@@ -10,7 +10,7 @@ import { generate, identifier } from './generated-code.ts';
 import { re2Matcher } from './re2-matches.ts';
 
 // The CEL environment of one traffic kind, declared from the catalogue's Filterable fields only:
-// the event is `ev`, and each top-level group is also bound by its name (DESIGN.md §4). A field
+// the event is `ev`, and each top-level group is also bound by its name (docs/decisions.md#filters). A field
 // that is not declared cannot type-check, so a filter can never read a non-filterable field.
 //
 // Each declared group is a CEL message type backed by a small view class. Per event we copy the

@@ -13,10 +13,11 @@ import {
   regexLiterals,
   useRe2ForMatches,
 } from '../../src/filter/re2-matches.ts';
+import { fuzzParams } from '../helpers/fuzz.ts';
 
 // jsFilter (the checked AST as generated JS) must answer exactly as compileFilter's cel-js
 // evaluator for every expression of its subset and every event, odd ones included; outside the
-// subset it must return undefined so the evaluator is kept. FC_SEED=<n> replays a run.
+// subset it must return undefined so the evaluator is kept. FUZZ_SEED=<n> replays a run.
 //
 // The reference is compileFilter(...).matches AND the evaluator built here the way compileFilter
 // builds it: once compileFilter prefers the generated JS, its matches is no longer an independent
@@ -24,7 +25,6 @@ import {
 
 const HTTP = 'http_request_complete.v0';
 const TCP = 'tcp_connection_closed.v0';
-const SEED = process.env.FC_SEED === undefined ? undefined : Number(process.env.FC_SEED);
 
 const event: EventJson = {
   conn: {
@@ -361,7 +361,7 @@ describe('jsFilter: same answers as the cel-js evaluator (property)', () => {
         fc.array(events, { minLength: 1, maxLength: 24 }),
         (expression, type, evs) => agree(type, expression, evs),
       ),
-      { numRuns: 1500, seed: SEED },
+      fuzzParams(1500),
     );
   });
 
@@ -401,7 +401,7 @@ describe('jsFilter: same answers as the cel-js evaluator (property)', () => {
       fc.property(simple, fc.array(events, { minLength: 20, maxLength: 60 }), (expression, evs) =>
         agree(HTTP, expression, evs),
       ),
-      { numRuns: 500, seed: SEED },
+      fuzzParams(500),
     );
   });
 });
@@ -452,7 +452,7 @@ describe('has(): presence, the same on both paths (property)', () => {
           }
         },
       ),
-      { numRuns: 300, seed: SEED },
+      fuzzParams(300),
     );
   });
 

@@ -17,7 +17,7 @@ import { checkShape, FIELD_CODES } from '../validate.ts';
 // A subscription's sources: which event kinds it delivers, each with a CEL filter and a field
 // selection (traffic kinds only). Both are compiled here, when the subscription is written, so
 // a bad expression is a 400 naming its position and the allowed fields, never an event-time
-// failure (DESIGN.md §4 "Filter syntax", "Field selection").
+// failure (docs/decisions.md#filters, #field-selection).
 
 /** One source as written: '' filter = every event, [] fields = every field, rate 1 = all kept. */
 export interface SourceInput {

@@ -92,7 +92,7 @@ export const COMMON: Record<string, Field> = {
   },
 };
 
-/** description and metadata, bounded in UTF-8 bytes (SPEC.md) or, for subscriptions, characters. */
+/** description and metadata, bounded in UTF-8 bytes or, for subscriptions, characters. */
 export function describedBy(unit: 'maxBytes' | 'maxChars'): Record<string, Field> {
   const bound = (max: number) =>
     unit === 'maxBytes' ? { maxLength: max, 'x-max-utf8-bytes': max } : { maxLength: max };

@@ -1,9 +1,13 @@
 import type { FastifyInstance } from 'fastify';
+import { type AgentListener, startAgentListener } from './agents/listener.ts';
+import { createSessionRegistry, type SessionRegistry } from './agents/registry.ts';
 import type { RouteTable } from './api/index.ts';
 import { buildApp, buildGrpcApp } from './app.ts';
 import { bootstrapFirstKey } from './bootstrap.ts';
 import type { Config } from './config.ts';
 import { prepareDataDir } from './data-dir.ts';
+import { type Edge, startEdge } from './edge/edge-server.ts';
+import { createEdgePublisher } from './edge/publisher.ts';
 import type { Logger } from './logger.ts';
 import { createMetrics } from './metrics.ts';
 import { createPipeline, type Pipeline } from './pipeline/pipeline.ts';
@@ -24,6 +28,12 @@ export interface Service {
   url: string;
   /** Where gRPC (HTTP/2) edge clients connect, when GRPC_PORT is set. */
   grpcUrl: string | undefined;
+  /** Where agents connect over SSH (SSH_PORT), when the agent listener runs. */
+  sshPort: number | undefined;
+  /** Where the edge serves HTTP for agents' hostnames (EDGE_HTTP_PORT), when it runs. */
+  edgePort: number | undefined;
+  /** The live agent sessions of this instance. */
+  sessions: SessionRegistry;
   /** The first API key, when this start created it (empty store). */
   firstKey: Awaited<ReturnType<typeof bootstrapFirstKey>>;
   /** Stops accepting, lets requests in flight finish, flushes the pipeline, closes the store. */
@@ -36,6 +46,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   const keyring = await loadKeyring(config);
   const db = await openStore(config);
   let pipeline: Pipeline | undefined;
+  let agents: { listener?: AgentListener; edge?: Edge } | undefined;
   try {
     const resealed = await resealDestinationSecrets(db, keyring);
     if (resealed > 0) logger.info({ destinations: resealed }, 'destination secrets re-encrypted');
@@ -43,7 +54,18 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     const firstKey = await bootstrapFirstKey(db, config);
     const metrics = createMetrics();
     pipeline = await createPipeline({ db, config, logger, metrics, keyring });
-    const { app, routes } = await buildApp({ config, db, logger, pipeline, metrics, keyring });
+    const sessions = createSessionRegistry(config.maxSessionsPerAccount);
+    const { app, routes } = await buildApp({
+      config,
+      db,
+      logger,
+      pipeline,
+      metrics,
+      keyring,
+      sessions,
+    });
+    const running = pipeline;
+    agents = await startAgents(config, db, logger, running, sessions);
     const url = await app.listen({ host: config.host, port: config.port });
     const grpcApp =
       config.grpcPort === undefined
@@ -51,7 +73,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
         : await buildGrpcApp({ config, pipeline, metrics, logger });
     const grpcUrl = await grpcApp?.listen({ host: config.host, port: config.grpcPort });
     let closing: Promise<void> | undefined;
-    const running = pipeline;
+    const { listener, edge } = agents;
     return {
       app,
       db,
@@ -61,8 +83,14 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
       url,
       grpcUrl,
       firstKey,
+      sshPort: listener?.port,
+      edgePort: edge?.port,
+      sessions,
       close() {
         closing ??= (async () => {
+          // Sessions end first (their stop events reach the outbox), then the edge drains.
+          await listener?.close();
+          await edge?.close();
           await Promise.all([app.close(), grpcApp?.close()]);
           await running.close();
           await db.close();
@@ -71,8 +99,36 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
       },
     };
   } catch (error) {
+    await agents?.listener?.close();
+    await agents?.edge?.close();
     await pipeline?.close();
     await db.close();
+    throw error;
+  }
+}
+
+/** The agent face: the SSH listener (SSH_PORT) and the edge (EDGE_HTTP_PORT), each optional. */
+async function startAgents(
+  config: Config,
+  db: Db,
+  logger: Logger,
+  pipeline: Pipeline,
+  sessions: SessionRegistry,
+): Promise<{ listener?: AgentListener; edge?: Edge }> {
+  const kick = () => pipeline.relay.kick();
+  const listener =
+    config.sshPort === undefined
+      ? undefined
+      : await startAgentListener({ config, db, logger, registry: sessions, kick });
+  try {
+    const publisher = createEdgePublisher(pipeline, logger);
+    const edge =
+      config.edgeHttpPort === undefined
+        ? undefined
+        : await startEdge({ config, logger, registry: sessions, publisher });
+    return { listener, edge };
+  } catch (error) {
+    await listener?.close();
     throw error;
   }
 }

@@ -1,4 +1,5 @@
 import { AppError } from '../errors.ts';
+import { TUNNEL_SESSION_ROUTES } from './tunnel-sessions/declaration.ts';
 import type { TextBound } from './validate.ts';
 
 // Every REST resource, declared once: its fields (JSON Schema, bounds, which are required,
@@ -365,6 +366,7 @@ export const TOP_LEVEL_ROUTES: readonly ExtraRoute[] = [
     status: 200,
     response: ref,
   },
+  ...TUNNEL_SESSION_ROUTES,
 ];
 
 /** The 404 for an id of `resource` the caller's account does not hold. */

@@ -1,0 +1,235 @@
+import type { AddressInfo } from 'node:net';
+import { createServer, type Server as NetServer, type Socket } from 'node:net';
+import ssh2, { type AuthContext, type Connection, type ServerChannel } from 'ssh2';
+import type { Caller } from '../auth/api-key-auth.ts';
+import type { Config } from '../config.ts';
+import { newId } from '../ids.ts';
+import type { Logger } from '../logger.ts';
+import type { Db } from '../store/db.ts';
+import {
+  type AgentCredential,
+  credentialOfKey,
+  credentialOfToken,
+  signatureValid,
+} from './authenticate.ts';
+import { bindRefusal } from './bind-policy.ts';
+import { disconnectWith } from './disconnect.ts';
+import { loadHostKey } from './host-key.ts';
+import type { LiveSession, SessionRegistry } from './registry.ts';
+import { recordSessionEvent, type SessionFacts, STOP_REASONS } from './session-events.ts';
+
+// The agent listener (SSH_PORT): stock OpenSSH clients log in with an authtoken (as the user name
+// or the password) or a registered public key, and `ssh -R <hostname>:80:localhost:<port>` binds
+// an HTTP endpoint for <hostname>. Each connection carries at most one session (one hostname);
+// every bind, refused or not, is an agent_session_start.v0, and its end an agent_session_stop.v0.
+
+/** Whether an address may reach the account as an agent (enforced `agent` IP restrictions). */
+export type IpAllowed = (accountId: string, type: 'agent', address: string) => Promise<boolean>;
+
+export interface AgentListenerDeps {
+  config: Config;
+  db: Db;
+  logger: Logger;
+  registry: SessionRegistry;
+  /** Wakes the audit relay after a session event is written. */
+  kick: () => void;
+  /** The IP restriction check; absent: every address is allowed. */
+  ipAllowed?: IpAllowed;
+}
+
+/** The running listener. */
+export interface AgentListener {
+  port: number;
+  /** Stops accepting and ends every live session with a stop event (server shutdown). */
+  close(): Promise<void>;
+}
+
+/** The HTTP port an agent forwards for an HTTP endpoint (`-R <hostname>:80:…`). */
+const HTTP_BIND_PORT = 80;
+
+/** Starts the listener on SSH_PORT with the host key from DATA_DIR. */
+export async function startAgentListener(deps: AgentListenerDeps): Promise<AgentListener> {
+  const hostKey = await loadHostKey(deps.config.dataDir);
+  const ssh = new ssh2.Server({
+    hostKeys: [hostKey],
+    ident: 'AgentIngress',
+    keepaliveInterval: deps.config.agentKeepAliveMs,
+    keepaliveCountMax: 3,
+  });
+  // Sockets are accepted here and handed to ssh2, so each connection's local address (the
+  // ingress_server_ip of its events) is known: ssh2 reports only the remote one.
+  const localAddresses = new Map<string, string>();
+  const sockets = new Set<Socket>();
+  const net: NetServer = createServer((socket) => {
+    const key = `${socket.remoteAddress}:${socket.remotePort}`;
+    localAddresses.set(key, socket.localAddress ?? '');
+    sockets.add(socket);
+    socket.once('close', () => {
+      localAddresses.delete(key);
+      sockets.delete(socket);
+    });
+    ssh.injectSocket(socket);
+  });
+  ssh.on('connection', (client, info) => {
+    const serverIp = localAddresses.get(`${info.ip}:${info.port}`) ?? '';
+    serveAgent(client, { ip: info.ip, serverIp, userAgent: info.header.identRaw }, deps);
+  });
+  ssh.on('error', (error: Error) => deps.logger.warn({ err: error }, 'agent listener error'));
+  await new Promise<void>((resolve, reject) => {
+    net.once('error', reject);
+    net.listen(deps.config.sshPort, deps.config.host, () => resolve());
+  });
+  return {
+    port: (net.address() as AddressInfo).port,
+    async close() {
+      net.close();
+      await Promise.all(deps.registry.all().map((session) => session.end(STOP_REASONS.shutdown)));
+      for (const socket of sockets) socket.destroy();
+    },
+  };
+}
+
+/** Finds the credential an agent presents; rejects with the methods it may try next. */
+async function authenticate(ctx: AuthContext, db: Db): Promise<AgentCredential | undefined> {
+  if (ctx.method === 'none') return credentialOfToken(db, ctx.username);
+  if (ctx.method === 'password') return credentialOfToken(db, ctx.password);
+  if (ctx.method !== 'publickey') return undefined;
+  const credential = await credentialOfKey(db, ctx.key.data);
+  if (credential === undefined || ctx.signature === undefined || ctx.blob === undefined) {
+    return credential;
+  }
+  return signatureValid(ctx.key, ctx.blob, ctx.signature, ctx.hashAlgo) ? credential : undefined;
+}
+
+/** One agent connection, from login to its session's end. */
+function serveAgent(
+  client: Connection,
+  peer: { ip: string; serverIp: string; userAgent: string },
+  deps: AgentListenerDeps,
+): void {
+  const { db, config, logger, registry } = deps;
+  let credential: AgentCredential | undefined;
+  let session: LiveSession | undefined;
+  const events = { db, publicUrl: config.publicUrl, kick: deps.kick };
+  const facts = (hostname: string): SessionFacts => ({
+    id: newId('ts'),
+    credential: credential!,
+    agentIp: peer.ip,
+    serverIp: peer.serverIp,
+    region: config.regions[0] ?? '',
+    ingressHostname: config.serviceDomain,
+    userAgent: peer.userAgent,
+    metadata: hostname,
+    startedAt: new Date(),
+  });
+  /** A failed start: its event, then the client is told why and disconnected. */
+  const refuse = async (hostname: string, reason: string) => {
+    await recordSessionEvent(events, { type: 'start', facts: facts(hostname), error: reason });
+    disconnectWith(client, reason);
+  };
+
+  client.on('authentication', (ctx) => {
+    authenticate(ctx, db).then(
+      (found) => {
+        // A public key query (no signature yet) is answered "go on" when the key is registered.
+        if (found === undefined) return ctx.reject(['publickey', 'password']);
+        credential = found;
+        ctx.accept();
+      },
+      (error: unknown) => {
+        logger.error({ err: error }, 'agent authentication failed');
+        ctx.reject();
+      },
+    );
+  });
+
+  client.on('ready', () => {
+    const { accountId } = credential!;
+    // The single call site of `agent` IP restrictions.
+    const allowed = deps.ipAllowed?.(accountId, 'agent', peer.ip) ?? Promise.resolve(true);
+    allowed.then(
+      (ok) => {
+        if (!ok) return refuse('', `agents from ${peer.ip} are not allowed by an IP restriction`);
+      },
+      (error: unknown) => logger.error({ err: error }, 'agent IP check failed'),
+    );
+  });
+
+  client.on('request', (accept, reject, name, info) => {
+    if (name !== 'tcpip-forward') return accept?.();
+    const bind = info as { bindAddr: string; bindPort: number };
+    bindSession(bind).catch((error: unknown) => {
+      logger.error({ err: error }, 'agent bind failed');
+      reject?.();
+    });
+
+    async function bindSession({ bindAddr, bindPort }: { bindAddr: string; bindPort: number }) {
+      const hostname = bindAddr.toLowerCase();
+      if (session !== undefined) {
+        return refuse(
+          hostname,
+          `this connection already serves ${session.hostname}: one hostname per connection`,
+        );
+      }
+      if (bindPort !== HTTP_BIND_PORT) {
+        return refuse(
+          hostname,
+          `bind port ${bindPort}: use -R <hostname>:80:localhost:<port> for an HTTP endpoint`,
+        );
+      }
+      const refusal = await bindRefusal(db, credential!, hostname);
+      if (refusal !== undefined) return refuse(hostname, refusal);
+      const live = liveSession(facts(hostname), hostname, bindAddr, bindPort);
+      const taken = registry.claim(live);
+      if (taken !== undefined) return refuse(hostname, taken);
+      session = live;
+      accept?.();
+      await recordSessionEvent(events, { type: 'start', facts: live.facts, error: '' });
+    }
+  });
+
+  /** The session of a granted bind: channels to the agent, and its one stop event. */
+  function liveSession(f: SessionFacts, hostname: string, bindAddr: string, bindPort: number) {
+    let ended: Promise<void> | undefined;
+    let channels = 0;
+    const live: LiveSession = {
+      facts: f,
+      hostname,
+      openChannel(from) {
+        if (channels >= config.maxChannelsPerSession) {
+          return Promise.reject(new Error('the session has too many open requests'));
+        }
+        return new Promise((resolve, reject) => {
+          client.forwardOut(bindAddr, bindPort, from.ip, from.port, (error, channel) => {
+            if (error) return reject(error);
+            channels += 1;
+            channel.once('close', () => {
+              channels -= 1;
+            });
+            resolve(channel);
+          });
+        });
+      },
+      end(reason: string, principal?: Caller) {
+        ended ??= (async () => {
+          registry.release(live);
+          await recordSessionEvent(events, { type: 'stop', facts: f, error: reason, principal });
+          if (reason !== STOP_REASONS.clientClosed)
+            disconnectWith(client, `session ended: ${reason}`);
+        })();
+        return ended;
+      },
+    };
+    return live;
+  }
+
+  client.on('session', (_accept, reject) => reject());
+  client.on('close', () => {
+    session?.end(STOP_REASONS.clientClosed).catch((error: unknown) => {
+      logger.error({ err: error }, 'agent session stop event failed');
+    });
+  });
+  client.on('error', (error: Error) => logger.debug({ err: error }, 'agent connection error'));
+}
+
+export type { ServerChannel };

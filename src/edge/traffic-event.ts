@@ -1,0 +1,118 @@
+import { create, type MessageInitShape, toBinary } from '@bufbuild/protobuf';
+import { timestampFromMs } from '@bufbuild/protobuf/wkt';
+import { HttpRequestCompleteSchema } from '../gen/agent_ingress/events/v0/traffic_pb.ts';
+import { PublishRequestSchema } from '../gen/agent_ingress/ingest/v0/ingest_pb.ts';
+import { newId } from '../ids.ts';
+
+// http_request_complete.v0 as the edge knows it, encoded as the PublishRequest an external edge
+// proxy would post: the pipeline gets the same bytes either way, so filters, field selection,
+// destinations and durability are the same.
+
+/** What the edge observed of one request. */
+export interface CompletedRequest {
+  accountId: string;
+  conn: {
+    clientIp: string;
+    serverIp: string;
+    serverName: string;
+    serverPort: number;
+    startMs: number;
+  };
+  request: {
+    method: string;
+    host: string;
+    /** The request target as received (path and query). */
+    target: string;
+    headers: NodeJS.Dict<string | string[]>;
+    bodyLength: number;
+  };
+  response: {
+    statusCode: number;
+    headers: NodeJS.Dict<string | string[] | number>;
+    bodyLength: number;
+  };
+  connectionReused: boolean;
+  endMs: number;
+}
+
+/** `content-type` → `Content-Type` (keys capitalized, SPEC.md). */
+function capitalize(name: string): string {
+  return name.replace(
+    /(^|-)([a-z])/g,
+    (_, dash: string, letter: string) => dash + letter.toUpperCase(),
+  );
+}
+
+/** Headers normalized as SPEC.md says: keys capitalized, values lowercased, repeats kept. */
+export function normalizeHeaders(headers: NodeJS.Dict<string | string[] | number>) {
+  const out: Record<string, { values: string[] }> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined) continue;
+    const values = [value].flat().map((v) => String(v).toLowerCase());
+    out[capitalize(name.toLowerCase())] = { values };
+  }
+  return out;
+}
+
+type HttpRequestCompleteInit = MessageInitShape<typeof HttpRequestCompleteSchema>;
+
+/** The event's payload; modules that did not run say `invalid`. */
+export function httpRequestComplete(done: CompletedRequest): HttpRequestCompleteInit {
+  const { conn, request, response } = done;
+  const url = new URL(request.target, `http://${request.host}`);
+  return {
+    backend: { connectionReused: done.connectionReused },
+    basicAuth: { decision: 'invalid' },
+    circuitBreaker: { decision: 'invalid' },
+    compression: { algorithm: 'none', bytesSaved: 0n },
+    conn: {
+      clientIp: conn.clientIp,
+      serverIp: conn.serverIp,
+      serverName: conn.serverName,
+      serverPort: conn.serverPort,
+      startTs: timestampFromMs(conn.startMs),
+    },
+    http: {
+      request: {
+        bodyLength: BigInt(request.bodyLength),
+        headers: normalizeHeaders(request.headers),
+        method: request.method.toLowerCase(),
+        url: {
+          host: request.host,
+          path: url.pathname,
+          query: url.search.slice(1),
+          raw: `http://${request.host}${request.target}`,
+          scheme: 'http',
+        },
+        userAgent: String(request.headers['user-agent'] ?? ''),
+      },
+      response: {
+        bodyLength: BigInt(response.bodyLength),
+        headers: normalizeHeaders(response.headers),
+        statusCode: response.statusCode,
+      },
+    },
+    // IP policies at the edge are not enforced yet (endpoints IP restrictions).
+    ipPolicy: { decision: 'invalid' },
+    oauth: { decision: 'invalid' },
+    webhookVerification: { decision: 'invalid' },
+  };
+}
+
+/** The PublishRequest carrying one completed request. */
+export function publishRequestOf(done: CompletedRequest): Uint8Array {
+  const message = create(PublishRequestSchema, {
+    events: [
+      {
+        accountId: done.accountId,
+        eventId: newId('ev'),
+        eventTimestamp: timestampFromMs(done.endMs),
+        payload: {
+          case: 'httpRequestComplete',
+          value: create(HttpRequestCompleteSchema, httpRequestComplete(done)),
+        },
+      },
+    ],
+  });
+  return toBinary(PublishRequestSchema, message);
+}

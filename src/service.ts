@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import type { IpAllowed } from './agents/ip-allowed.ts';
 import { type AgentListener, startAgentListener } from './agents/listener.ts';
 import { createSessionRegistry, type SessionRegistry } from './agents/registry.ts';
 import type { RouteTable } from './api/index.ts';
@@ -40,8 +41,18 @@ export interface Service {
   close(): Promise<void>;
 }
 
+/** What the service may be given beyond its configuration. */
+export interface ServiceHooks {
+  /** Enforced IP restrictions for agents and endpoints (the IP restrictions module). */
+  ipAllowed?: IpAllowed;
+}
+
 /** Opens the store, creates the first key on an empty store, starts the pipeline, and listens. */
-export async function startService(config: Config, logger: Logger): Promise<Service> {
+export async function startService(
+  config: Config,
+  logger: Logger,
+  hooks: ServiceHooks = {},
+): Promise<Service> {
   await prepareDataDir(config.dataDir, logger);
   const keyring = await loadKeyring(config);
   const db = await openStore(config);
@@ -65,7 +76,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
       sessions,
     });
     const running = pipeline;
-    agents = await startAgents(config, db, logger, running, sessions);
+    agents = await startAgents(config, db, logger, running, sessions, hooks);
     const url = await app.listen({ host: config.host, port: config.port });
     const grpcApp =
       config.grpcPort === undefined
@@ -88,9 +99,9 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
       sessions,
       close() {
         closing ??= (async () => {
-          // Sessions end first (their stop events reach the outbox), then the edge drains.
+          // The edge drains while the agents still answer; then sessions end (stop events).
+          await edge?.close(config.shutdownTimeoutMs / 2);
           await listener?.close();
-          await edge?.close();
           await Promise.all([app.close(), grpcApp?.close()]);
           await running.close();
           await db.close();
@@ -99,8 +110,8 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
       },
     };
   } catch (error) {
+    await agents?.edge?.close(0);
     await agents?.listener?.close();
-    await agents?.edge?.close();
     await pipeline?.close();
     await db.close();
     throw error;
@@ -114,18 +125,19 @@ async function startAgents(
   logger: Logger,
   pipeline: Pipeline,
   sessions: SessionRegistry,
+  { ipAllowed }: ServiceHooks,
 ): Promise<{ listener?: AgentListener; edge?: Edge }> {
   const kick = () => pipeline.relay.kick();
   const listener =
     config.sshPort === undefined
       ? undefined
-      : await startAgentListener({ config, db, logger, registry: sessions, kick });
+      : await startAgentListener({ config, db, logger, registry: sessions, kick, ipAllowed });
   try {
     const publisher = createEdgePublisher(pipeline, logger);
     const edge =
       config.edgeHttpPort === undefined
         ? undefined
-        : await startEdge({ config, logger, registry: sessions, publisher });
+        : await startEdge({ config, logger, registry: sessions, publisher, ipAllowed });
     return { listener, edge };
   } catch (error) {
     await listener?.close();

@@ -1,6 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import { createServer, type Server as NetServer, type Socket } from 'node:net';
-import ssh2, { type AuthContext, type Connection, type ServerChannel } from 'ssh2';
+import ssh2, { type AuthContext, type Connection } from 'ssh2';
 import type { Caller } from '../auth/api-key-auth.ts';
 import type { Config } from '../config.ts';
 import { newId } from '../ids.ts';
@@ -15,6 +15,7 @@ import {
 import { bindRefusal } from './bind-policy.ts';
 import { disconnectWith } from './disconnect.ts';
 import { loadHostKey } from './host-key.ts';
+import type { IpAllowed } from './ip-allowed.ts';
 import type { LiveSession, SessionRegistry } from './registry.ts';
 import { recordSessionEvent, type SessionFacts, STOP_REASONS } from './session-events.ts';
 
@@ -22,9 +23,6 @@ import { recordSessionEvent, type SessionFacts, STOP_REASONS } from './session-e
 // or the password) or a registered public key, and `ssh -R <hostname>:80:localhost:<port>` binds
 // an HTTP endpoint for <hostname>. Each connection carries at most one session (one hostname);
 // every bind, refused or not, is an agent_session_start.v0, and its end an agent_session_stop.v0.
-
-/** Whether an address may reach the account as an agent (enforced `agent` IP restrictions). */
-export type IpAllowed = (accountId: string, type: 'agent', address: string) => Promise<boolean>;
 
 export interface AgentListenerDeps {
   config: Config;
@@ -110,6 +108,10 @@ function serveAgent(
   const { db, config, logger, registry } = deps;
   let credential: AgentCredential | undefined;
   let session: LiveSession | undefined;
+  let ipRefusal: string | undefined;
+  /** Set once the agent is being refused: nothing it asks for afterwards is granted. */
+  let refused = false;
+  let stopReason: string = STOP_REASONS.clientClosed;
   const events = { db, publicUrl: config.publicUrl, kick: deps.kick };
   const facts = (hostname: string): SessionFacts => ({
     id: newId('ts'),
@@ -124,16 +126,21 @@ function serveAgent(
   });
   /** A failed start: its event, then the client is told why and disconnected. */
   const refuse = async (hostname: string, reason: string) => {
+    refused = true;
     await recordSessionEvent(events, { type: 'start', facts: facts(hostname), error: reason });
     disconnectWith(client, reason);
   };
 
   client.on('authentication', (ctx) => {
     authenticate(ctx, db).then(
-      (found) => {
+      async (found) => {
         // A public key query (no signature yet) is answered "go on" when the key is registered.
         if (found === undefined) return ctx.reject(['publickey', 'password']);
         credential = found;
+        // The single call site of `agent` IP restrictions: a refused agent still logs in, so
+        // that it can be told why before it is disconnected.
+        const allowed = (await deps.ipAllowed?.(found.accountId, 'agent', peer.ip)) ?? true;
+        if (!allowed) ipRefusal = `agents from ${peer.ip} are not allowed by an IP restriction`;
         ctx.accept();
       },
       (error: unknown) => {
@@ -144,19 +151,15 @@ function serveAgent(
   });
 
   client.on('ready', () => {
-    const { accountId } = credential!;
-    // The single call site of `agent` IP restrictions.
-    const allowed = deps.ipAllowed?.(accountId, 'agent', peer.ip) ?? Promise.resolve(true);
-    allowed.then(
-      (ok) => {
-        if (!ok) return refuse('', `agents from ${peer.ip} are not allowed by an IP restriction`);
-      },
-      (error: unknown) => logger.error({ err: error }, 'agent IP check failed'),
-    );
+    if (ipRefusal === undefined) return;
+    refuse('', ipRefusal).catch((error: unknown) => {
+      logger.error({ err: error }, 'agent refusal event failed');
+    });
   });
 
   client.on('request', (accept, reject, name, info) => {
     if (name !== 'tcpip-forward') return accept?.();
+    if (refused) return reject?.();
     const bind = info as { bindAddr: string; bindPort: number };
     bindSession(bind).catch((error: unknown) => {
       logger.error({ err: error }, 'agent bind failed');
@@ -223,13 +226,23 @@ function serveAgent(
     return live;
   }
 
-  client.on('session', (_accept, reject) => reject());
+  // `ssh -R` without -N asks for a shell: it gets one line saying what is served, then nothing.
+  client.on('session', (acceptSession) => {
+    const shell = acceptSession();
+    shell.on('pty', (accept) => accept?.());
+    shell.on('shell', (accept) => {
+      const channel = accept();
+      const served = session === undefined ? 'nothing yet' : `http://${session.hostname}`;
+      channel.write(`Agent Ingress: this connection serves ${served}\r\n`);
+    });
+  });
   client.on('close', () => {
-    session?.end(STOP_REASONS.clientClosed).catch((error: unknown) => {
+    session?.end(stopReason).catch((error: unknown) => {
       logger.error({ err: error }, 'agent session stop event failed');
     });
   });
-  client.on('error', (error: Error) => logger.debug({ err: error }, 'agent connection error'));
+  client.on('error', (error: Error & { level?: string }) => {
+    if (error.level === 'client-timeout') stopReason = STOP_REASONS.keepAlive;
+    logger.debug({ err: error }, 'agent connection error');
+  });
 }
-
-export type { ServerChannel };

@@ -7,6 +7,7 @@ import {
 } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
+import type { IpAllowed } from '../agents/ip-allowed.ts';
 import type { LiveSession, SessionRegistry } from '../agents/registry.ts';
 import type { Config } from '../config.ts';
 import type { Logger } from '../logger.ts';
@@ -24,12 +25,17 @@ export interface EdgeDeps {
   logger: Logger;
   registry: SessionRegistry;
   publisher: EdgePublisher;
+  /** Enforced `endpoints` IP restrictions; absent: not checked (ip_policy.decision `invalid`). */
+  ipAllowed?: IpAllowed;
 }
 
 export interface Edge {
   port: number;
-  /** Stops accepting, ends idle connections, waits for requests and their events. */
-  close(): Promise<void>;
+  /**
+   * Stops accepting and lets requests in flight finish for up to `graceMs` (then cuts them and
+   * any WebSocket), and waits until their events are durable.
+   */
+  close(graceMs: number): Promise<void>;
 }
 
 /** The Host header's name, lower-cased, without a port. */
@@ -71,14 +77,29 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
       request.resume();
       return errorPage(response, 502, `No agent is connected for ${host || 'this host'}.`);
     }
-    forward(session, host, request, response);
+    admit(session, request).then(
+      (decision) => forward(session, host, request, response, decision),
+      (error: unknown) => {
+        logger.error({ err: error }, 'edge: IP restriction check failed');
+        errorPage(response, 503, 'The IP restriction check failed; retry.');
+      },
+    );
   });
+
+  /** ip_policy.decision: the one call site of `endpoints` IP restrictions. */
+  async function admit(session: LiveSession, request: IncomingMessage): Promise<string> {
+    if (deps.ipAllowed === undefined) return 'invalid';
+    const { accountId } = session.facts.credential;
+    const ok = await deps.ipAllowed(accountId, 'endpoints', request.socket.remoteAddress ?? '');
+    return ok ? 'allow' : 'block';
+  }
 
   function forward(
     session: LiveSession,
     host: string,
     request: IncomingMessage,
     response: ServerResponse,
+    ipDecision: string,
   ): void {
     const requestBody = counted(request);
     const socket = request.socket;
@@ -90,9 +111,14 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
       serverPort: socket.localPort ?? 0,
       startMs: connectedAt.get(socket) ?? Date.now(),
     };
-    const seen = { headers: {} as IncomingMessage['headers'], bytes: 0, reused: false };
-    // Every answer, the agent's or the edge's own 502/504, is one completed request.
+    const seen = { headers: {} as IncomingMessage['headers'], bytes: 0, reused: false, ipDecision };
+    // Every answer, the agent's or the edge's own 403/502/504, is one completed request.
     response.once('close', () => report(session, conn, request, response, requestBody.bytes, seen));
+    if (ipDecision === 'block') {
+      request.resume();
+      errorPage(response, 403, 'Your address is not allowed by an IP restriction.');
+      return;
+    }
     const upstream = httpRequest({
       agent: channelAgent(session, origin()),
       method: request.method,
@@ -127,7 +153,12 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
     request: IncomingMessage,
     response: ServerResponse,
     requestBytes: number,
-    seen: { headers: IncomingMessage['headers']; bytes: number; reused: boolean },
+    seen: {
+      headers: IncomingMessage['headers'];
+      bytes: number;
+      reused: boolean;
+      ipDecision: string;
+    },
   ): void {
     publisher.publish(
       publishRequestOf({
@@ -146,12 +177,16 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
           bodyLength: seen.bytes,
         },
         connectionReused: seen.reused,
+        ipDecision: seen.ipDecision,
         endMs: Date.now(),
       }),
     );
   }
 
+  const upgraded = new Set<Duplex>();
   server.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) => {
+    upgraded.add(socket);
+    socket.once('close', () => upgraded.delete(socket));
     const session = registry.byHost(hostOf(request));
     if (session === undefined) {
       socket.end('HTTP/1.1 502 Bad Gateway\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
@@ -170,10 +205,13 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
   });
   return {
     port: (server.address() as AddressInfo).port,
-    async close() {
+    async close(graceMs) {
       const closed = new Promise((resolve) => server.close(resolve));
       server.closeIdleConnections();
+      const grace = setTimeout(() => server.closeAllConnections(), graceMs);
+      for (const socket of upgraded) socket.destroy();
       await closed;
+      clearTimeout(grace);
       await publisher.drain();
     },
   };

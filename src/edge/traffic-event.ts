@@ -32,6 +32,8 @@ export interface CompletedRequest {
     bodyLength: number;
   };
   connectionReused: boolean;
+  /** ip_policy.decision: `allow`, `block`, or `invalid` when no IP restriction was checked. */
+  ipDecision: string;
   endMs: number;
 }
 
@@ -92,8 +94,7 @@ export function httpRequestComplete(done: CompletedRequest): HttpRequestComplete
         statusCode: response.statusCode,
       },
     },
-    // IP policies at the edge are not enforced yet (endpoints IP restrictions).
-    ipPolicy: { decision: 'invalid' },
+    ipPolicy: { decision: done.ipDecision },
     oauth: { decision: 'invalid' },
     webhookVerification: { decision: 'invalid' },
   };

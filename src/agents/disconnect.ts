@@ -2,8 +2,12 @@ import type { Connection } from 'ssh2';
 // ssh2 sends SSH_MSG_DISCONNECT with an empty description; the description is what the OpenSSH
 // client prints ("Received disconnect from …: 11: <description>"), so it is built here with the
 // library's own packet writer.
-// @ts-expect-error: ssh2's internal module has no types
-import { sendPacket } from 'ssh2/lib/protocol/utils.js';
+// @ts-expect-error: ssh2's internal module has no types (CommonJS: its exports are one object)
+import protocolUtils from 'ssh2/lib/protocol/utils.js';
+
+const { sendPacket } = protocolUtils as {
+  sendPacket(protocol: unknown, packet: Buffer, bypass: boolean): boolean;
+};
 
 const SSH_MSG_DISCONNECT = 1;
 const SSH_DISCONNECT_BY_APPLICATION = 11;

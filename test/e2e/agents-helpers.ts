@@ -40,7 +40,7 @@ export interface SshAgent {
 
 /** Starts `ssh -N -R <hostname>:80:127.0.0.1:<localPort>` against the service's agent port. */
 export function startSshAgent(
-  service: Service,
+  service: Pick<Service, 'sshPort'>,
   opts: { user: string; hostname: string; localPort: number; identity?: string },
 ): SshAgent {
   const auth =

@@ -11,6 +11,7 @@ import { newId } from './ids.ts';
 import { ingestPlugin } from './ingest/ingest-plugin.ts';
 import type { Logger } from './logger.ts';
 import type { Metrics } from './metrics.ts';
+import type { RestrictionCache } from './net/restriction-cache.ts';
 import type { Pipeline } from './pipeline/pipeline.ts';
 import type { Keyring } from './secrets.ts';
 import type { Db } from './store/db.ts';
@@ -25,6 +26,8 @@ export interface AppDeps {
   keyring: Keyring;
   /** Live agent sessions, for /tunnel_sessions; absent without an agent listener. */
   sessions?: SessionRegistry;
+  /** The accounts' IP restrictions, shared with the agent listener and the edge. */
+  ipRestrictions?: RestrictionCache;
 }
 
 /**
@@ -51,6 +54,7 @@ export async function buildApp({
   metrics,
   keyring,
   sessions,
+  ipRestrictions,
 }: AppDeps): Promise<{ app: FastifyInstance; routes: RouteTable }> {
   const connections = createConnections(config, logger);
   const app = Fastify({
@@ -101,6 +105,7 @@ export async function buildApp({
     destinationHealth: pipeline.destinationHealth,
     testDestination: pipeline.testDestination,
     sessions,
+    ipRestrictions,
     onObjectDeleted: (kind, id) => endSessionsOf(sessions, kind, id),
     onPipelineChange: () => {
       pipeline.reload().catch((error) => logger.error({ err: error }, 'pipeline reload failed'));

@@ -1,4 +1,5 @@
 import { resolve } from 'node:path';
+import { type PortRange, parsePortRange } from './net/port-choice.ts';
 
 /** Every setting of the service, read once from the environment at start. */
 export interface Config {
@@ -71,6 +72,10 @@ export interface Config {
   edgeResponseTimeoutMs: number;
   /** Interval of SSH keep-alives to agents; an agent missing three is dropped, ms. */
   agentKeepAliveMs: number;
+  /** Ports reserved TCP addresses are allocated from, in every region. */
+  tcpAddrPorts: PortRange;
+  /** How long an instance trusts its cached IP restrictions of an account (changes made elsewhere). */
+  ipRestrictionCacheTtlMs: number;
 }
 
 /** A configuration value that prevents the service from starting. */
@@ -133,6 +138,14 @@ function url(env: Env, name: string, fallback: string): string {
 function optionalPort(env: Env, name: string, fallback: string): number | undefined {
   const raw = env[name] || fallback;
   return raw === 'off' ? undefined : integer({ [name]: raw }, name, 0, 0, 65535);
+}
+
+function portRange(env: Env, name: string, fallback: string): PortRange {
+  try {
+    return parsePortRange(env[name] || fallback);
+  } catch (error) {
+    throw new ConfigError(name, (error as Error).message);
+  }
 }
 
 /** A 32-byte key written as 64 hex digits or in base64; `name` says where it came from. */
@@ -249,5 +262,7 @@ export function loadConfig(env: Env = process.env): Config {
     maxChannelsPerSession: integer(env, 'MAX_CHANNELS_PER_SESSION', 256, 1, 100_000),
     edgeResponseTimeoutMs: integer(env, 'EDGE_RESPONSE_TIMEOUT_MS', 60_000, 100, 3_600_000),
     agentKeepAliveMs: integer(env, 'AGENT_KEEPALIVE_MS', 15_000, 100, 3_600_000),
+    tcpAddrPorts: portRange(env, 'TCP_ADDR_PORTS', '20000-29999'),
+    ipRestrictionCacheTtlMs: integer(env, 'IP_RESTRICTION_CACHE_TTL_MS', 5_000, 0, 3_600_000),
   };
 }

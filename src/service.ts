@@ -11,9 +11,11 @@ import { type Edge, startEdge } from './edge/edge-server.ts';
 import { createEdgePublisher } from './edge/publisher.ts';
 import type { Logger } from './logger.ts';
 import { createMetrics } from './metrics.ts';
+import { createIpRestrictions } from './net/account-restrictions.ts';
 import { createPipeline, type Pipeline } from './pipeline/pipeline.ts';
 import { type Keyring, loadKeyring } from './secrets.ts';
 import { migrateFileLayout } from './sinks/file/layout.ts';
+import { resealObjectSecrets } from './store/account-objects.ts';
 import type { Db } from './store/db.ts';
 import { fileDestinationPaths, resealDestinationSecrets } from './store/event-destinations.ts';
 import { openStore } from './store/index.ts';
@@ -43,7 +45,7 @@ export interface Service {
 
 /** What the service may be given beyond its configuration. */
 export interface ServiceHooks {
-  /** Enforced IP restrictions for agents and endpoints (the IP restrictions module). */
+  /** Replaces the check of enforced `agent` and `endpoints` IP restrictions (tests). */
   ipAllowed?: IpAllowed;
 }
 
@@ -60,12 +62,17 @@ export async function startService(
   let agents: { listener?: AgentListener; edge?: Edge } | undefined;
   try {
     const resealed = await resealDestinationSecrets(db, keyring);
-    if (resealed > 0) logger.info({ destinations: resealed }, 'destination secrets re-encrypted');
+    const resealedObjects = await resealObjectSecrets(db, keyring);
+    if (resealed + resealedObjects > 0) {
+      logger.info({ destinations: resealed, objects: resealedObjects }, 'secrets re-encrypted');
+    }
     await migrateFileLayout(config.dataDir, () => fileDestinationPaths(db), logger);
     const firstKey = await bootstrapFirstKey(db, config);
     const metrics = createMetrics();
     pipeline = await createPipeline({ db, config, logger, metrics, keyring });
     const sessions = createSessionRegistry(config.maxSessionsPerAccount);
+    // One cache of IP restrictions: a change through the API applies at once to agents and edge.
+    const ipRestrictions = createIpRestrictions(db, config.ipRestrictionCacheTtlMs);
     const { app, routes } = await buildApp({
       config,
       db,
@@ -74,9 +81,12 @@ export async function startService(
       metrics,
       keyring,
       sessions,
+      ipRestrictions,
     });
     const running = pipeline;
-    agents = await startAgents(config, db, logger, running, sessions, hooks);
+    agents = await startAgents(config, db, logger, running, sessions, {
+      ipAllowed: hooks.ipAllowed ?? ipRestrictions.ipAllowed,
+    });
     const url = await app.listen({ host: config.host, port: config.port });
     const grpcApp =
       config.grpcPort === undefined

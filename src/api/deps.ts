@@ -1,5 +1,6 @@
 import type { SessionRegistry } from '../agents/registry.ts';
 import type { Config } from '../config.ts';
+import type { RestrictionCache } from '../net/restriction-cache.ts';
 import type { TestDelivery } from '../pipeline/test-delivery.ts';
 import type { Keyring } from '../secrets.ts';
 import type { Db } from '../store/db.ts';
@@ -23,4 +24,9 @@ export interface ApiDeps {
   sessions?: SessionRegistry;
   /** Called after an account object's delete commits (a deleted credential ends its sessions). */
   onObjectDeleted?: (kind: string, id: string) => void;
+  /**
+   * The accounts' IP restrictions (createIpRestrictions), to share with other listeners (agents,
+   * endpoints) that check them; absent, the REST API makes its own.
+   */
+  ipRestrictions?: RestrictionCache;
 }

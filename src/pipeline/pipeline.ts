@@ -118,10 +118,16 @@ export async function createPipeline(deps: {
     return reloadAgain;
   }
 
+  /** The routing at least as new as the store's version (reloaded first when behind). */
+  async function currentRouting(): Promise<Routing> {
+    if ((await currentPipelineVersion(db)) !== routing.version) await reload();
+    return routing;
+  }
+
   await load();
   const poll = setInterval(async () => {
     try {
-      if ((await currentPipelineVersion(db)) !== routing.version) await reload();
+      await currentRouting();
     } catch (error) {
       logger.warn({ err: error }, 'pipeline configuration poll failed');
     }
@@ -130,7 +136,7 @@ export async function createPipeline(deps: {
   const relay = createAuditRelay({
     db,
     destinations,
-    routing: () => routing,
+    routing: currentRouting,
     logger,
     intervalMs: 1_000,
   });

@@ -1,0 +1,38 @@
+// Throwaway certificates and an Ed25519 key made once with openssl for the API's examples and the
+// generated tests (isolation sweep, fuzzing), valid until 2126. The key is public on purpose: it
+// protects nothing, and no deployment serves this certificate.
+
+/** A self-signed Ed25519 CA (`/O=Example/CN=Example Client CA`), for `/certificate_authorities`. */
+export const EXAMPLE_CA_PEM = `-----BEGIN CERTIFICATE-----
+MIIBgzCCATWgAwIBAgIUZAcXjAmaRXvPR2hA1QDMNSpyNXUwBQYDK2VwMC4xEDAO
+BgNVBAoMB0V4YW1wbGUxGjAYBgNVBAMMEUV4YW1wbGUgQ2xpZW50IENBMCAXDTI2
+MTEyMzA1MTI0NVoYDzIxMjYxMDMwMDUxMjQ1WjAuMRAwDgYDVQQKDAdFeGFtcGxl
+MRowGAYDVQQDDBFFeGFtcGxlIENsaWVudCBDQTAqMAUGAytlcAMhADn5KiY6cBEb
+hWC3DJ1f7uPrNRRuvzXq2Cjg5bN5eo+1o2MwYTAdBgNVHQ4EFgQUTb7LK6setpCJ
+QxowY5mwG+ZRB4kwHwYDVR0jBBgwFoAUTb7LK6setpCJQxowY5mwG+ZRB4kwDwYD
+VR0TAQH/BAUwAwEB/zAOBgNVHQ8BAf8EBAMCAQYwBQYDK2VwA0EAxMp202oHUt/W
+lhKx6SsNqb843yPVBVkvhZTjWU9HToEAQcNpbFdCChp3ZtX6aRoD03TT3FZQMKVp
+a3Pv4loXCw==
+-----END CERTIFICATE-----
+`;
+
+/** A self-signed Ed25519 certificate for app.example.com and *.app.example.com. */
+export const EXAMPLE_CERTIFICATE_PEM = `-----BEGIN CERTIFICATE-----
+MIIBwjCCAXSgAwIBAgIUWMRGNVxFGogseFIB7OlxhpztXmAwBQYDK2VwMCwxEDAO
+BgNVBAoMB0V4YW1wbGUxGDAWBgNVBAMMD2FwcC5leGFtcGxlLmNvbTAgFw0yNjEx
+MjMwNTEyNDVaGA8yMTI2MTAzMDA1MTI0NVowLDEQMA4GA1UECgwHRXhhbXBsZTEY
+MBYGA1UEAwwPYXBwLmV4YW1wbGUuY29tMCowBQYDK2VwAyEA3UT/rs0PiE+r1CKx
+inukXzGrqMVpkyjeAU/395z/wYajgaUwgaIwHQYDVR0OBBYEFB5sKn60dUOPqMQh
+KFUbC2JshaYcMB8GA1UdIwQYMBaAFB5sKn60dUOPqMQhKFUbC2JshaYcMAwGA1Ud
+EwEB/wQCMAAwLQYDVR0RBCYwJIIPYXBwLmV4YW1wbGUuY29tghEqLmFwcC5leGFt
+cGxlLmNvbTAOBgNVHQ8BAf8EBAMCB4AwEwYDVR0lBAwwCgYIKwYBBQUHAwEwBQYD
+K2VwA0EA/2cWzgc+wG5YiHHWPhXQmWGF+SR1K8y0qaukdwj9L7kjR7avBtaI+6mi
+zR5UZZ/Db4KDtHgehL8nmKADE+ZTCA==
+-----END CERTIFICATE-----
+`;
+
+/** The private key of EXAMPLE_CERTIFICATE_PEM. */
+export const EXAMPLE_PRIVATE_KEY_PEM = `-----BEGIN PRIVATE KEY-----
+MC4CAQAwBQYDK2VwBCIEIPVBW5WQKkptOhymKEpLFF/eMdvbNeRvnwx74ce0LaCr
+-----END PRIVATE KEY-----
+`;

@@ -43,18 +43,8 @@ export interface Service {
   close(): Promise<void>;
 }
 
-/** What the service may be given beyond its configuration. */
-export interface ServiceHooks {
-  /** Replaces the check of enforced `agent` and `endpoints` IP restrictions (tests). */
-  ipAllowed?: IpAllowed;
-}
-
 /** Opens the store, creates the first key on an empty store, starts the pipeline, and listens. */
-export async function startService(
-  config: Config,
-  logger: Logger,
-  hooks: ServiceHooks = {},
-): Promise<Service> {
+export async function startService(config: Config, logger: Logger): Promise<Service> {
   await prepareDataDir(config.dataDir, logger);
   const keyring = await loadKeyring(config);
   const db = await openStore(config);
@@ -84,9 +74,7 @@ export async function startService(
       ipRestrictions,
     });
     const running = pipeline;
-    agents = await startAgents(config, db, logger, running, sessions, {
-      ipAllowed: hooks.ipAllowed ?? ipRestrictions.ipAllowed,
-    });
+    agents = await startAgents(config, db, logger, running, sessions, ipRestrictions.ipAllowed);
     const url = await app.listen({ host: config.host, port: config.port });
     const grpcApp =
       config.grpcPort === undefined
@@ -135,7 +123,7 @@ async function startAgents(
   logger: Logger,
   pipeline: Pipeline,
   sessions: SessionRegistry,
-  { ipAllowed }: ServiceHooks,
+  ipAllowed: IpAllowed,
 ): Promise<{ listener?: AgentListener; edge?: Edge }> {
   const kick = () => pipeline.relay.kick();
   const listener =

@@ -3,30 +3,23 @@ import type { AddressInfo } from 'node:net';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { IpAllowed } from '../../src/agents/ip-allowed.ts';
-import { loadConfig } from '../../src/config.ts';
-import { createLogger } from '../../src/logger.ts';
-import { type Service, startService } from '../../src/service.ts';
+import type { Service } from '../../src/service.ts';
 import { accountEventsDir } from '../../src/sinks/file/layout.ts';
-import { freePort } from '../helpers/free-port.ts';
-import { type ApiClient, apiClient, TEST_BOOTSTRAP_KEY } from '../helpers/service.ts';
-import { pgliteStore, type TestStore } from '../helpers/stores.ts';
 import {
-  curl,
-  eventually,
-  fileEvents,
-  type SshAgent,
-  sessionEvents,
-  startSshAgent,
-} from './agents-helpers.ts';
+  type ApiClient,
+  apiClient,
+  startTestService,
+  TEST_BOOTSTRAP_KEY,
+} from '../helpers/service.ts';
+import { pgliteStore, type TestStore } from '../helpers/stores.ts';
+import { curl, eventually, fileEvents, type SshAgent, startSshAgent } from './agents-helpers.ts';
 
-// IP restrictions at their two call sites (the agent listener's login, the edge's requests), and
-// WebSockets through the edge. The restriction check is the service's hook, given here a rule the
-// test switches; the IP restrictions module provides the real one.
+// The edge's `endpoints` IP restriction decision in its traffic events, and WebSockets through
+// the edge.
 
 const DOMAIN = 'agents-policy.example.com';
 
-describe('agents: IP restrictions and WebSockets', () => {
+describe('the edge: IP restriction decisions in events, and WebSockets', () => {
   let store: TestStore;
   let service: Service;
   let api: ApiClient;
@@ -34,26 +27,10 @@ describe('agents: IP restrictions and WebSockets', () => {
   let local: Server;
   let localPort: number;
   const agents: SshAgent[] = [];
-  const blocked = { agent: false, endpoints: false };
-  const asked: string[] = [];
-  const ipAllowed: IpAllowed = async (account, type, address) => {
-    asked.push(`${account} ${type} ${address}`);
-    return !blocked[type];
-  };
 
   beforeAll(async () => {
     store = await pgliteStore();
-    const port = String(await freePort());
-    const config = loadConfig({
-      PORT: port,
-      PUBLIC_URL: `http://127.0.0.1:${port}`,
-      LOG_LEVEL: 'silent',
-      BOOTSTRAP_API_KEY: TEST_BOOTSTRAP_KEY,
-      SSH_PORT: '0',
-      EDGE_HTTP_PORT: '0',
-      ...store.env,
-    });
-    service = await startService(config, createLogger(config.logLevel), { ipAllowed });
+    service = await startTestService(store);
     api = apiClient(service.url, TEST_BOOTSTRAP_KEY);
     accountId = (await api('GET', '/account')).body.id;
     expect((await api('POST', '/agent_ingresses', { domain: DOMAIN })).status).toBe(201);
@@ -90,34 +67,6 @@ describe('agents: IP restrictions and WebSockets', () => {
     return agent;
   }
 
-  it('refuses an agent an `agent` IP restriction does not allow, with a start event saying so', async () => {
-    blocked.agent = true;
-    try {
-      const agent = startSshAgent(service, {
-        user: await token(),
-        hostname: `ip.${DOMAIN}`,
-        localPort,
-      });
-      agents.push(agent);
-      expect(await agent.exited).not.toBe(0);
-      expect(agent.output()).toContain(
-        'agents from 127.0.0.1 are not allowed by an IP restriction',
-      );
-    } finally {
-      blocked.agent = false;
-    }
-    expect(asked).toContain(`${accountId} agent 127.0.0.1`);
-    const refused = (await sessionEvents(service, accountId)).at(-1);
-    expect(refused).toMatchObject({
-      type: 'agent_session_start.v0',
-      object: {
-        error: 'agents from 127.0.0.1 are not allowed by an IP restriction',
-        agent_ip: '127.0.0.1',
-      },
-    });
-    expect((await api('GET', '/tunnel_sessions')).body.tunnel_sessions).toEqual([]);
-  });
-
   it('answers 403 to a client an `endpoints` IP restriction blocks, and says so in the event', async () => {
     const destination = await api('POST', '/event_destinations', {
       target: { file: { path: 'policy' } },
@@ -135,10 +84,22 @@ describe('agents: IP restrictions and WebSockets', () => {
     const hostname = `web.${DOMAIN}`;
     await bound(hostname);
     expect((await curl(service.edgePort!, hostname, '/')).body).toBe('plain');
-    blocked.endpoints = true;
+    const policy = (await api('POST', '/ip_policies', {})).body;
+    await api('POST', '/ip_policy_rules', {
+      cidr: '127.0.0.0/8',
+      action: 'deny',
+      ip_policy_id: policy.id,
+    });
+    const restriction = await api('POST', '/ip_restrictions', {
+      type: 'endpoints',
+      enforced: true,
+      ip_policy_ids: [policy.id],
+    });
+    expect(restriction.status).toBe(201);
     const refused = await curl(service.edgePort!, hostname, '/');
-    blocked.endpoints = false;
     expect(refused.status).toBe(403);
+    expect(refused.body).toContain('not allowed by an IP restriction');
+    await api('DELETE', `/ip_restrictions/${restriction.body.id}`);
     const dir = join(accountEventsDir(store.env.DATA_DIR, accountId), 'policy');
     const events = await eventually(() => {
       const found = fileEvents(dir);

@@ -347,6 +347,51 @@ describe('agents over reverse SSH tunnels, and the edge', () => {
     expect(stranger.output()).toContain('Permission denied');
   });
 
+  it('applies the account’s enforced IP restrictions: `agent` at login, `endpoints` at the edge', async () => {
+    const hostname = `restricted.${DOMAIN}`;
+    const { token } = await credential();
+    const { session } = await bound(token, hostname);
+    const policy = (await api('POST', '/ip_policies', { description: 'no loopback' })).body;
+    const rule = await api('POST', '/ip_policy_rules', {
+      cidr: '127.0.0.1/32',
+      action: 'deny',
+      ip_policy_id: policy.id,
+    });
+    expect(rule.status, JSON.stringify(rule.body)).toBe(201);
+    const restrictions: string[] = [];
+    try {
+      for (const type of ['agent', 'endpoints']) {
+        const created = await api('POST', '/ip_restrictions', {
+          type,
+          enforced: true,
+          ip_policy_ids: [policy.id],
+        });
+        expect(created.status, JSON.stringify(created.body)).toBe(201);
+        restrictions.push(created.body.id);
+      }
+      // The edge refuses the client; the live session stays.
+      expect((await curl(service.edgePort!, hostname, '/')).status).toBe(403);
+      expect((await api('GET', `/tunnel_sessions/${session.id}`)).status).toBe(200);
+      // A new agent is refused at login, told why, and its start event says so.
+      const agent = startSshAgent(service, {
+        user: token,
+        hostname: `other-${hostname}`,
+        localPort: echo.port,
+      });
+      agents.push(agent);
+      expect(await agent.exited).not.toBe(0);
+      const why = 'agents from 127.0.0.1 are not allowed by an IP restriction';
+      expect(agent.output()).toContain(why);
+      expect((await sessionEvents(service, accountId)).at(-1)).toMatchObject({
+        type: 'agent_session_start.v0',
+        object: { error: why },
+      });
+    } finally {
+      for (const id of restrictions) await api('DELETE', `/ip_restrictions/${id}`);
+    }
+    expect((await curl(service.edgePort!, hostname, '/')).status).toBe(200);
+  });
+
   it('keeps tunnel sessions to their account', async () => {
     const live = (await api('GET', '/tunnel_sessions')).body.tunnel_sessions;
     expect(live.length).toBeGreaterThan(0);

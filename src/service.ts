@@ -1,6 +1,10 @@
 import type { FastifyInstance } from 'fastify';
 import type { IpAllowed } from './agents/ip-allowed.ts';
-import { type AgentListener, startAgentListener } from './agents/listener.ts';
+import {
+  type AgentListener,
+  type AgentListenerDeps,
+  startAgentListener,
+} from './agents/listener.ts';
 import { createSessionRegistry, type SessionRegistry } from './agents/registry.ts';
 import type { RouteTable } from './api/index.ts';
 import { buildApp, buildGrpcApp } from './app.ts';
@@ -8,7 +12,8 @@ import { bootstrapFirstKey } from './bootstrap.ts';
 import type { Config } from './config.ts';
 import { prepareDataDir } from './data-dir.ts';
 import { type Edge, startEdge } from './edge/edge-server.ts';
-import { createEdgePublisher } from './edge/publisher.ts';
+import { createEdgePublisher, type EdgePublisher } from './edge/publisher.ts';
+import { openTcpEndpoint } from './edge/tcp-endpoint.ts';
 import type { Logger } from './logger.ts';
 import { createMetrics } from './metrics.ts';
 import { createIpRestrictions } from './net/account-restrictions.ts';
@@ -49,7 +54,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   const keyring = await loadKeyring(config);
   const db = await openStore(config);
   let pipeline: Pipeline | undefined;
-  let agents: { listener?: AgentListener; edge?: Edge } | undefined;
+  let agents: Awaited<ReturnType<typeof startAgents>> | undefined;
   try {
     const resealed = await resealDestinationSecrets(db, keyring);
     const resealedObjects = await resealObjectSecrets(db, keyring);
@@ -82,7 +87,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
         : await buildGrpcApp({ config, pipeline, metrics, logger });
     const grpcUrl = await grpcApp?.listen({ host: config.host, port: config.grpcPort });
     let closing: Promise<void> | undefined;
-    const { listener, edge } = agents;
+    const { listener, edge, publisher } = agents;
     return {
       app,
       db,
@@ -100,6 +105,8 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
           // The edge drains while the agents still answer; then sessions end (stop events).
           await edge?.close(config.shutdownTimeoutMs / 2);
           await listener?.close();
+          // TCP connections cut with their sessions: their events too are durable before exit.
+          await publisher.drain();
           await Promise.all([app.close(), grpcApp?.close()]);
           await running.close();
           await db.close();
@@ -124,19 +131,29 @@ async function startAgents(
   pipeline: Pipeline,
   sessions: SessionRegistry,
   ipAllowed: IpAllowed,
-): Promise<{ listener?: AgentListener; edge?: Edge }> {
+): Promise<{ listener?: AgentListener; edge?: Edge; publisher: EdgePublisher }> {
   const kick = () => pipeline.relay.kick();
+  const publisher = createEdgePublisher(pipeline, logger);
+  const openTcp: AgentListenerDeps['openTcp'] = (session, address) =>
+    openTcpEndpoint(session, address, { config, logger, publisher, ipAllowed });
   const listener =
     config.sshPort === undefined
       ? undefined
-      : await startAgentListener({ config, db, logger, registry: sessions, kick, ipAllowed });
+      : await startAgentListener({
+          config,
+          db,
+          logger,
+          registry: sessions,
+          kick,
+          ipAllowed,
+          openTcp,
+        });
   try {
-    const publisher = createEdgePublisher(pipeline, logger);
     const edge =
       config.edgeHttpPort === undefined
         ? undefined
         : await startEdge({ config, logger, registry: sessions, publisher, ipAllowed });
-    return { listener, edge };
+    return { listener, edge, publisher };
   } catch (error) {
     await listener?.close();
     throw error;

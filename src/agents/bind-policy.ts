@@ -47,3 +47,38 @@ export async function bindRefusal(
   }
   return undefined;
 }
+
+/** Bind addresses that name no host: `-R <port>:…` sends one of them. */
+const ANY_ADDRESS = new Set(['', 'localhost', '0.0.0.0', '*', '::', '127.0.0.1']);
+
+/**
+ * A TCP bind (`-R <port>:…`, or `-R <reserved host>:<port>:…`): the port must be one of the
+ * account's reserved addresses, which the credential's acl must allow (its host, as a domain).
+ * The reserved address, or why it may not be bound.
+ */
+export async function tcpBind(
+  db: Queryable,
+  credential: AgentCredential,
+  bindAddr: string,
+  port: number,
+): Promise<{ host: string; addr: string } | { refusal: string }> {
+  const rows = await db.query<{ addr: string }>(
+    `SELECT fields->>'addr' AS addr FROM account_objects
+     WHERE account_id = $1 AND kind = 'reserved_addrs' AND fields->>'addr' LIKE $2`,
+    [credential.accountId, `%:${port}`],
+  );
+  const wanted = bindAddr.toLowerCase();
+  const addr = rows.rows
+    .map((row) => row.addr)
+    .find((a) => ANY_ADDRESS.has(wanted) || a === `${wanted}:${port}`);
+  if (addr === undefined) {
+    return {
+      refusal: `port ${port} is not a reserved address of this account: reserve one (POST /reserved_addrs) and bind its port`,
+    };
+  }
+  const host = addr.slice(0, addr.lastIndexOf(':'));
+  if (!aclAllows(credential.acl, host)) {
+    return { refusal: `the credential's acl does not allow binding "${addr}"` };
+  }
+  return { host, addr };
+}

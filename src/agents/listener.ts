@@ -12,7 +12,7 @@ import {
   credentialOfToken,
   signatureValid,
 } from './authenticate.ts';
-import { bindRefusal } from './bind-policy.ts';
+import { bindRefusal, tcpBind } from './bind-policy.ts';
 import { disconnectWith } from './disconnect.ts';
 import { loadHostKey } from './host-key.ts';
 import type { IpAllowed } from './ip-allowed.ts';
@@ -33,6 +33,11 @@ export interface AgentListenerDeps {
   kick: () => void;
   /** The IP restriction check; absent: every address is allowed. */
   ipAllowed?: IpAllowed;
+  /** Opens the TCP endpoint of a session bound to a reserved address; absent: TCP is off. */
+  openTcp?: (
+    session: LiveSession,
+    address: { host: string; port: number },
+  ) => Promise<{ close(): Promise<void> }>;
 }
 
 /** The running listener. */
@@ -112,6 +117,8 @@ function serveAgent(
   /** Set once the agent is being refused: nothing it asks for afterwards is granted. */
   let refused = false;
   let stopReason: string = STOP_REASONS.clientClosed;
+  /** Stops the session's TCP endpoint, when it has one. */
+  let closeEndpoint: (() => Promise<void>) | undefined;
   const events = { db, publicUrl: config.publicUrl, kick: deps.kick };
   const facts = (hostname: string): SessionFacts => ({
     id: newId('ts'),
@@ -167,27 +174,54 @@ function serveAgent(
     });
 
     async function bindSession({ bindAddr, bindPort }: { bindAddr: string; bindPort: number }) {
-      const hostname = bindAddr.toLowerCase();
       if (session !== undefined) {
-        return refuse(
-          hostname,
-          `this connection already serves ${session.hostname}: one hostname per connection`,
-        );
+        const reason = `this connection already serves ${session.hostname}: one endpoint per connection`;
+        return refuse(bindAddr.toLowerCase(), reason);
       }
-      if (bindPort !== HTTP_BIND_PORT) {
-        return refuse(
-          hostname,
-          `bind port ${bindPort}: use -R <hostname>:80:localhost:<port> for an HTTP endpoint`,
-        );
-      }
-      const refusal = await bindRefusal(db, credential!, hostname);
-      if (refusal !== undefined) return refuse(hostname, refusal);
-      const live = liveSession(facts(hostname), hostname, bindAddr, bindPort);
-      const taken = registry.claim(live);
-      if (taken !== undefined) return refuse(hostname, taken);
-      session = live;
+      const bound = await (bindPort === HTTP_BIND_PORT ? httpBind : tcpEndpointBind)(
+        bindAddr,
+        bindPort,
+      );
+      if (bound === undefined) return;
+      session = bound;
       accept?.();
-      await recordSessionEvent(events, { type: 'start', facts: live.facts, error: '' });
+      await recordSessionEvent(events, { type: 'start', facts: bound.facts, error: '' });
+    }
+
+    /** `-R <hostname>:80:…`: an HTTP endpoint the edge routes to by Host. */
+    async function httpBind(bindAddr: string, bindPort: number) {
+      const hostname = bindAddr.toLowerCase();
+      const refusal = await bindRefusal(db, credential!, hostname);
+      if (refusal !== undefined) return void (await refuse(hostname, refusal));
+      return claimed(liveSession(facts(hostname), hostname, bindAddr, bindPort));
+    }
+
+    /** `-R <port>:…` with a reserved address's port: a TCP endpoint listening on that port. */
+    async function tcpEndpointBind(bindAddr: string, bindPort: number) {
+      const bound = await tcpBind(db, credential!, bindAddr, bindPort);
+      if ('refusal' in bound) return void (await refuse(`${bindAddr}:${bindPort}`, bound.refusal));
+      if (deps.openTcp === undefined) {
+        return void (await refuse(bound.addr, 'TCP endpoints are off on this server'));
+      }
+      const live = await claimed(liveSession(facts(bound.addr), bound.addr, bindAddr, bindPort));
+      if (live === undefined) return;
+      try {
+        const endpoint = await deps.openTcp(live, { host: bound.host, port: bindPort });
+        closeEndpoint = () => endpoint.close();
+        return live;
+      } catch (error) {
+        registry.release(live);
+        const reason = `port ${bindPort} cannot be listened on: ${(error as Error).message}`;
+        return void (await refuse(bound.addr, reason));
+      }
+    }
+
+    /** The session once the registry holds it (its endpoint free, the account under its limit). */
+    async function claimed(live: LiveSession): Promise<LiveSession | undefined> {
+      const taken = registry.claim(live);
+      if (taken === undefined) return live;
+      await refuse(live.hostname, taken);
+      return undefined;
     }
   });
 
@@ -216,6 +250,7 @@ function serveAgent(
       end(reason: string, principal?: Caller) {
         ended ??= (async () => {
           registry.release(live);
+          await closeEndpoint?.();
           await recordSessionEvent(events, { type: 'stop', facts: f, error: reason, principal });
           if (reason !== STOP_REASONS.clientClosed)
             disconnectWith(client, `session ended: ${reason}`);

@@ -1,6 +1,9 @@
 import { create, type MessageInitShape, toBinary } from '@bufbuild/protobuf';
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
-import { HttpRequestCompleteSchema } from '../gen/agent_ingress/events/v0/traffic_pb.ts';
+import {
+  HttpRequestCompleteSchema,
+  TcpConnectionClosedSchema,
+} from '../gen/agent_ingress/events/v0/traffic_pb.ts';
 import { PublishRequestSchema } from '../gen/agent_ingress/ingest/v0/ingest_pb.ts';
 import { newId } from '../ids.ts';
 
@@ -100,20 +103,67 @@ export function httpRequestComplete(done: CompletedRequest): HttpRequestComplete
   };
 }
 
-/** The PublishRequest carrying one completed request. */
-export function publishRequestOf(done: CompletedRequest): Uint8Array {
+/** What the edge observed of one TCP connection to an endpoint. */
+export interface ClosedConnection {
+  accountId: string;
+  clientIp: string;
+  serverIp: string;
+  /** The reserved address's host name. */
+  serverName: string;
+  serverPort: number;
+  bytesIn: number;
+  bytesOut: number;
+  startMs: number;
+  endMs: number;
+  ipDecision: string;
+}
+
+/** One event of the edge as the PublishRequest an edge proxy would post. */
+function publishOne(
+  accountId: string,
+  atMs: number,
+  payload:
+    | { case: 'httpRequestComplete'; value: ReturnType<typeof httpRequestMessage> }
+    | { case: 'tcpConnectionClosed'; value: ReturnType<typeof tcpMessage> },
+): Uint8Array {
   const message = create(PublishRequestSchema, {
-    events: [
-      {
-        accountId: done.accountId,
-        eventId: newId('ev'),
-        eventTimestamp: timestampFromMs(done.endMs),
-        payload: {
-          case: 'httpRequestComplete',
-          value: create(HttpRequestCompleteSchema, httpRequestComplete(done)),
-        },
-      },
-    ],
+    events: [{ accountId, eventId: newId('ev'), eventTimestamp: timestampFromMs(atMs), payload }],
   });
   return toBinary(PublishRequestSchema, message);
+}
+
+function httpRequestMessage(done: CompletedRequest) {
+  return create(HttpRequestCompleteSchema, httpRequestComplete(done));
+}
+
+function tcpMessage(closed: ClosedConnection) {
+  return create(TcpConnectionClosedSchema, {
+    conn: {
+      bytesIn: BigInt(closed.bytesIn),
+      bytesOut: BigInt(closed.bytesOut),
+      clientIp: closed.clientIp,
+      endTs: timestampFromMs(closed.endMs),
+      serverIp: closed.serverIp,
+      serverName: closed.serverName,
+      serverPort: closed.serverPort,
+      startTs: timestampFromMs(closed.startMs),
+    },
+    ipPolicy: { decision: closed.ipDecision },
+  });
+}
+
+/** The PublishRequest carrying one completed request. */
+export function publishRequestOf(done: CompletedRequest): Uint8Array {
+  return publishOne(done.accountId, done.endMs, {
+    case: 'httpRequestComplete',
+    value: httpRequestMessage(done),
+  });
+}
+
+/** The PublishRequest carrying one closed TCP connection (tcp_connection_closed.v0). */
+export function publishConnectionOf(closed: ClosedConnection): Uint8Array {
+  return publishOne(closed.accountId, closed.endMs, {
+    case: 'tcpConnectionClosed',
+    value: tcpMessage(closed),
+  });
 }

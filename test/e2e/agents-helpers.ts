@@ -41,7 +41,14 @@ export interface SshAgent {
 /** Starts `ssh -N -R <hostname>:80:127.0.0.1:<localPort>` against the service's agent port. */
 export function startSshAgent(
   service: Pick<Service, 'sshPort'>,
-  opts: { user: string; hostname: string; localPort: number; identity?: string },
+  opts: {
+    user: string;
+    hostname: string;
+    localPort: number;
+    identity?: string;
+    /** The remote side of -R instead of `<hostname>:80` (e.g. a reserved address's port). */
+    remote?: string;
+  },
 ): SshAgent {
   const auth =
     opts.identity === undefined
@@ -50,7 +57,7 @@ export function startSshAgent(
   const args = [
     '-N',
     '-R',
-    `${opts.hostname}:80:127.0.0.1:${opts.localPort}`,
+    `${opts.remote ?? `${opts.hostname}:80`}:127.0.0.1:${opts.localPort}`,
     '-p',
     String(service.sshPort),
     '-o',

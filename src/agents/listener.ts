@@ -16,7 +16,7 @@ import { bindRefusal, tcpBind } from './bind-policy.ts';
 import { disconnectWith } from './disconnect.ts';
 import { loadHostKey } from './host-key.ts';
 import type { IpAllowed } from './ip-allowed.ts';
-import type { LiveSession, SessionRegistry } from './registry.ts';
+import { type LiveSession, type SessionRegistry, TOO_MANY_CHANNELS } from './registry.ts';
 import { recordSessionEvent, type SessionFacts, STOP_REASONS } from './session-events.ts';
 
 // The agent listener (SSH_PORT): stock OpenSSH clients log in with an authtoken (as the user name
@@ -67,6 +67,9 @@ export async function startAgentListener(deps: AgentListenerDeps): Promise<Agent
     const key = `${socket.remoteAddress}:${socket.remotePort}`;
     localAddresses.set(key, socket.localAddress ?? '');
     sockets.add(socket);
+    // Channels carry request/response traffic: Nagle's delay (with the peer's delayed ACK)
+    // would add ~40 ms to every small write.
+    socket.setNoDelay(true);
     socket.once('close', () => {
       localAddresses.delete(key);
       sockets.delete(socket);
@@ -234,7 +237,10 @@ function serveAgent(
       hostname,
       openChannel(from) {
         if (channels >= config.maxChannelsPerSession) {
-          return Promise.reject(new Error('the session has too many open requests'));
+          const error = new Error(
+            'the agent has too many requests open (MAX_CHANNELS_PER_SESSION)',
+          );
+          return Promise.reject(Object.assign(error, { code: TOO_MANY_CHANNELS }));
         }
         return new Promise((resolve, reject) => {
           client.forwardOut(bindAddr, bindPort, from.ip, from.port, (error, channel) => {

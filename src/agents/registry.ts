@@ -6,6 +6,9 @@ import type { SessionFacts } from './session-events.ts';
 // one live session: a second agent binding it is refused (the first keeps serving, so nobody can
 // take over a name that is in use; a dead agent frees it when keep-alives give up on it).
 
+/** The code of the error openChannel rejects with at MAX_CHANNELS_PER_SESSION (the edge's 503). */
+export const TOO_MANY_CHANNELS = 'ETOOMANYCHANNELS';
+
 /** One agent's live session, as the edge and the API see it. */
 export interface LiveSession {
   facts: SessionFacts;

@@ -8,7 +8,7 @@ import {
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { IpAllowed } from '../agents/ip-allowed.ts';
-import type { LiveSession, SessionRegistry } from '../agents/registry.ts';
+import { type LiveSession, type SessionRegistry, TOO_MANY_CHANNELS } from '../agents/registry.ts';
 import type { Config } from '../config.ts';
 import type { Logger } from '../logger.ts';
 import { channelAgent } from './channel-agent.ts';
@@ -142,7 +142,12 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
     upstream.on('error', (error) => {
       clearTimeout(timer);
       logger.debug({ err: error, host }, 'edge: agent request failed');
-      errorPage(response, 502, `The agent for ${host} is not reachable: ${error.message}.`);
+      const busy = (error as NodeJS.ErrnoException).code === TOO_MANY_CHANNELS;
+      errorPage(
+        response,
+        busy ? 503 : 502,
+        `The agent for ${host} is not reachable: ${error.message}.`,
+      );
     });
     request.pipe(upstream);
   }

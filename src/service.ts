@@ -1,10 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { IpAllowed } from './agents/ip-allowed.ts';
-import {
-  type AgentListener,
-  type AgentListenerDeps,
-  startAgentListener,
-} from './agents/listener.ts';
+import type { AgentListener, AgentListenerDeps } from './agents/listener.ts';
 import { createSessionRegistry, type SessionRegistry } from './agents/registry.ts';
 import type { RouteTable } from './api/index.ts';
 import { buildApp, buildGrpcApp } from './app.ts';
@@ -139,7 +135,8 @@ async function startAgents(
   const listener =
     config.sshPort === undefined
       ? undefined
-      : await startAgentListener({
+      : // ssh2 loads only when agents may connect (~100 ms of start-up).
+        await (await import('./agents/listener.ts')).startAgentListener({
           config,
           db,
           logger,

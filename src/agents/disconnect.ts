@@ -24,8 +24,12 @@ interface ProtocolInternals {
 
 /** Ends an agent's connection, telling its SSH client `reason` (one line, at most 400 bytes). */
 export function disconnectWith(client: Connection, reason: string): void {
-  const internals = client as unknown as { _protocol?: ProtocolInternals; _sock?: unknown };
-  const protocol = internals._protocol;
+  const internals = client as unknown as {
+    _protocol?: ProtocolInternals;
+    _sock?: { writable: boolean; end(): void };
+  };
+  const { _protocol: protocol, _sock: socket } = internals;
+  if (socket === undefined || !socket.writable) return;
   if (protocol === undefined) {
     client.end();
     return;
@@ -41,6 +45,5 @@ export function disconnectWith(client: Connection, reason: string): void {
   text.copy(packet, start + 9);
   packet.writeUInt32BE(0, start + 9 + text.length); // language tag: empty
   sendPacket(protocol, writer.finalize(packet, true), true);
-  const socket = internals._sock as { end(): void } | undefined;
-  socket?.end();
+  socket.end();
 }

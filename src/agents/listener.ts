@@ -119,6 +119,10 @@ function serveAgent(
   let ipRefusal: string | undefined;
   /** Set once the agent is being refused: nothing it asks for afterwards is granted. */
   let refused = false;
+  /** Set by the first -R: a connection carries one endpoint. */
+  let binding = false;
+  /** Set once the connection has closed. */
+  let closed = false;
   let stopReason: string = STOP_REASONS.clientClosed;
   /** Stops the session's TCP endpoint, when it has one. */
   let closeEndpoint: (() => Promise<void>) | undefined;
@@ -177,10 +181,9 @@ function serveAgent(
     });
 
     async function bindSession({ bindAddr, bindPort }: { bindAddr: string; bindPort: number }) {
-      if (session !== undefined) {
-        const reason = `this connection already serves ${session.hostname}: one endpoint per connection`;
-        return refuse(bindAddr.toLowerCase(), reason);
-      }
+      // One endpoint per connection: a further -R is refused (ssh warns; the first one stays).
+      if (binding) return reject?.();
+      binding = true;
       const bound = await (bindPort === HTTP_BIND_PORT ? httpBind : tcpEndpointBind)(
         bindAddr,
         bindPort,
@@ -189,6 +192,8 @@ function serveAgent(
       session = bound;
       accept?.();
       await recordSessionEvent(events, { type: 'start', facts: bound.facts, error: '' });
+      // The agent may have gone while the bind was checked: its session ends at once.
+      if (closed) await bound.end(stopReason);
     }
 
     /** `-R <hostname>:80:…`: an HTTP endpoint the edge routes to by Host. */
@@ -258,8 +263,7 @@ function serveAgent(
           registry.release(live);
           await closeEndpoint?.();
           await recordSessionEvent(events, { type: 'stop', facts: f, error: reason, principal });
-          if (reason !== STOP_REASONS.clientClosed)
-            disconnectWith(client, `session ended: ${reason}`);
+          if (!closed) disconnectWith(client, `session ended: ${reason}`);
         })();
         return ended;
       },
@@ -278,6 +282,7 @@ function serveAgent(
     });
   });
   client.on('close', () => {
+    closed = true;
     session?.end(stopReason).catch((error: unknown) => {
       logger.error({ err: error }, 'agent session stop event failed');
     });

@@ -44,6 +44,18 @@ function hostOf(request: IncomingMessage): string {
   return host.startsWith('[') ? host : host.replace(/:\d+$/, '');
 }
 
+/** The request's headers for the agent, with who asked (X-Forwarded-For, -Host, -Proto). */
+function forwardedHeaders(request: IncomingMessage, host: string): IncomingMessage['headers'] {
+  const client = request.socket.remoteAddress ?? '';
+  const before = request.headers['x-forwarded-for'];
+  return {
+    ...request.headers,
+    'x-forwarded-for': before === undefined ? client : `${before}, ${client}`,
+    'x-forwarded-host': host,
+    'x-forwarded-proto': 'http',
+  };
+}
+
 /** A plain-text error page (the edge's own answers). */
 function errorPage(response: ServerResponse, status: number, text: string): void {
   if (response.headersSent) {
@@ -123,7 +135,7 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
       agent: channelAgent(session, origin()),
       method: request.method,
       path: request.url,
-      headers: request.headers,
+      headers: forwardedHeaders(request, host),
     });
     const timer = setTimeout(() => {
       upstream.destroy();

@@ -20,6 +20,7 @@ export async function startEchoServer(): Promise<{ server: Server; port: number 
         method: request.method,
         url: request.url,
         host: request.headers.host,
+        forwardedFor: request.headers['x-forwarded-for'],
         body: Buffer.concat(chunks).toString('utf8'),
       });
       response.writeHead(200, { 'content-type': 'application/json', 'x-echo': 'Yes' });

@@ -152,6 +152,7 @@ describe('agents over reverse SSH tunnels, and the edge', () => {
       method: 'GET',
       url: '/hello?x=1',
       host: hostname,
+      forwardedFor: '127.0.0.1',
       body: '',
     });
     expect(got.headers.toLowerCase()).toContain('x-echo: yes');

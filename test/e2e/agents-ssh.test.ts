@@ -168,10 +168,20 @@ describe('agents over reverse SSH tunnels, and the edge', () => {
     expect(nobody.body).toContain(`No agent is connected for other.${DOMAIN}`);
 
     const dir = join(accountEventsDir(store.env.DATA_DIR, accountId), 'edge');
-    const events = await eventually(() => {
+    await eventually(() => (fileEvents(dir).length >= 2 ? true : undefined), 'two events');
+    // Requests completing together share Publishes: every one of them is still an event.
+    const burst = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => curl(edgePort, hostname, `/burst/${i}`)),
+    );
+    expect(burst.map((answer) => answer.status)).toEqual(Array(20).fill(200));
+    const all = await eventually(() => {
       const found = fileEvents(dir);
-      return found.length >= 2 ? found : undefined;
-    }, 'two traffic events in the file destination');
+      return found.length >= 22 ? found : undefined;
+    }, "the burst's events");
+    expect(all).toHaveLength(22);
+    const paths = all.map((event) => event.object.http.request.url.path);
+    expect(new Set(paths).size).toBe(22);
+    const events = all.filter((event) => !event.object.http.request.url.path.startsWith('/burst/'));
     expect(events).toHaveLength(2);
     // Each request's event is published on its own: their order in the file is not promised.
     events.sort((x, y) =>

@@ -49,6 +49,8 @@ export function startSshAgent(
     identity?: string;
     /** The remote side of -R instead of `<hostname>:80` (e.g. a reserved address's port). */
     remote?: string;
+    /** Ask for a shell (no -N), as `ssh -R …` typed without -N does. */
+    shell?: boolean;
   },
 ): SshAgent {
   const auth =
@@ -56,7 +58,7 @@ export function startSshAgent(
       ? ['-o', 'PubkeyAuthentication=no']
       : ['-o', 'IdentitiesOnly=yes', '-i', opts.identity];
   const args = [
-    '-N',
+    ...(opts.shell ? [] : ['-N']),
     '-R',
     `${opts.remote ?? `${opts.hostname}:80`}:127.0.0.1:${opts.localPort}`,
     '-p',

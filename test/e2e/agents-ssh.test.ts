@@ -303,6 +303,25 @@ describe('agents over reverse SSH tunnels, and the edge', () => {
     expect((await curl(service.edgePort!, hostname, '/still')).status).toBe(200);
   });
 
+  it('answers a shell (ssh -R without -N) with what the connection serves', async () => {
+    const { token } = await credential();
+    const hostname = `shell.${DOMAIN}`;
+    const agent = startSshAgent(service, {
+      user: token,
+      hostname,
+      localPort: echo.port,
+      shell: true,
+    });
+    agents.push(agent);
+    await eventually(
+      () =>
+        agent.output().includes(`this connection serves http://${hostname}`) ? true : undefined,
+      'the shell line',
+    );
+    expect((await curl(service.edgePort!, hostname, '/via-shell')).status).toBe(200);
+    await agent.kill();
+  });
+
   it('ends a session through POST /tunnel_sessions/{id}/stop, with the API key as principal', async () => {
     const { token } = await credential();
     const { agent, session } = await bound(token, `stop.${DOMAIN}`);

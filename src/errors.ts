@@ -37,6 +37,8 @@ export const ERROR_CODES = {
   ERR_BACKPRESSURE: { status: 503, connect: Code.ResourceExhausted, retriable: true },
   ERR_UNAVAILABLE: { status: 503, connect: Code.Unavailable, retriable: true },
   ERR_INTERNAL: { status: 500, connect: Code.Internal, retriable: true },
+  // An ingest client that went away mid-request: counted under this code, never answered.
+  ERR_CLIENT_GONE: { status: 499, connect: Code.Canceled, retriable: true },
   // Answered on the connection, before a request exists (Node's HTTP parser or the socket).
   ERR_MALFORMED_REQUEST: { status: 400, connect: Code.InvalidArgument, retriable: false },
   ERR_REQUEST_TIMEOUT: { status: 408, connect: Code.DeadlineExceeded, retriable: true },
@@ -89,7 +91,7 @@ export class AppError extends Error {
   }
 }
 
-/** The JSON error body of DESIGN.md §4. */
+/** The JSON error body (docs/decisions.md#error-body). */
 export function errorBody(error: AppError, operationId: string) {
   return {
     error_code: error.code,

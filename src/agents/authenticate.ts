@@ -1,6 +1,6 @@
-import { createHash } from 'node:crypto';
 import ssh2 from 'ssh2';
 import { hashToken } from '../auth/tokens.ts';
+import { fingerprint } from '../ssh/public-keys.ts';
 import { type AccountObjectRow, findByUnique } from '../store/account-objects.ts';
 import type { Queryable } from '../store/db.ts';
 
@@ -36,11 +36,6 @@ export async function credentialOfToken(
   return row === undefined ? undefined : credentialOf(row);
 }
 
-/** OpenSSH's fingerprint of a public key blob, as `ssh-keygen -l` prints it. */
-export function fingerprintOf(keyBlob: Buffer): string {
-  return `SHA256:${createHash('sha256').update(keyBlob).digest('base64').replace(/=+$/, '')}`;
-}
-
 /**
  * The SSH credential registered with this public key. Fingerprints are unique per account
  * (`/ssh_credentials` keys its objects by account), so the lookup is by kind and key across
@@ -52,7 +47,7 @@ export async function credentialOfKey(
 ): Promise<AgentCredential | undefined> {
   const rows = await db.query<AccountObjectRow>(
     `SELECT * FROM account_objects WHERE kind = 'ssh_credentials' AND unique_key = $1 LIMIT 2`,
-    [fingerprintOf(keyBlob)],
+    [fingerprint(keyBlob)],
   );
   return rows.rows.length === 1 ? credentialOf(rows.rows[0]) : undefined;
 }

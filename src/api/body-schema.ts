@@ -148,6 +148,21 @@ function kindOf(schema: JsonSchema): string {
     .join(' or ');
 }
 
+const count = (n: number, what: string) => (n === 1 ? `one ${what}` : `${n} ${what}s`);
+
+/** Ajv's other keywords in the catalogue's words. */
+const WORDS: Record<string, (params: { limit: number; pattern: string }) => string> = {
+  minItems: ({ limit }) => `must have at least ${count(limit, 'item')}`,
+  maxItems: ({ limit }) => `must have at most ${count(limit, 'item')}`,
+  uniqueItems: () => 'must not name the same value twice',
+  minLength: ({ limit }) => `must be at least ${count(limit, 'character')} long`,
+  minimum: ({ limit }) => `must be at least ${limit}`,
+  maximum: ({ limit }) => `must be at most ${limit}`,
+  pattern: ({ pattern }) => `must match ${pattern}`,
+  minProperties: ({ limit }) => `must have at least ${count(limit, 'key')}`,
+  maxProperties: ({ limit }) => `must have at most ${count(limit, 'key')}`,
+};
+
 /** An Ajv error as the catalogue's error; `where` names the checked value. */
 export function toAppError(error: ErrorObject, where: string, codes: ShapeCodes): AppError {
   const field = dotted(where, error.instancePath);
@@ -196,6 +211,12 @@ export function toAppError(error: ErrorObject, where: string, codes: ShapeCodes)
         { field, max_chars: error.schema },
       );
     default:
-      return new AppError(codes.invalid, `"${field}" ${error.message}`, { field });
+      return new AppError(
+        codes.invalid,
+        `"${field}" ${WORDS[error.keyword]?.(error.params as { limit: number; pattern: string }) ?? error.message}`,
+        {
+          field,
+        },
+      );
   }
 }

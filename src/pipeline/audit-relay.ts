@@ -1,10 +1,10 @@
 import type { Logger } from '../logger.ts';
+import type { EventRecord } from '../sinks/types.ts';
 import type { Db } from '../store/db.ts';
 import { claimOutbox, markDelivered, releaseOutbox } from '../store/outbox.ts';
 import { deliverAll } from './deliver.ts';
 import type { Destinations } from './destinations.ts';
 import type { Routing } from './routing.ts';
-import type { EventRecord } from './types.ts';
 import type { Delivery } from './worker-protocol.ts';
 
 const BATCH = 500;

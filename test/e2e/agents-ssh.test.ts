@@ -4,13 +4,10 @@ import type { Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fingerprintOf } from '../../src/agents/authenticate.ts';
 import { HOST_KEY_FILE } from '../../src/agents/host-key.ts';
 import { STOP_REASONS } from '../../src/agents/session-events.ts';
-import { newId } from '../../src/ids.ts';
 import type { Service } from '../../src/service.ts';
 import { accountEventsDir } from '../../src/sinks/file/layout.ts';
-import { insertObject } from '../../src/store/account-objects.ts';
 import {
   type ApiClient,
   apiClient,
@@ -355,28 +352,34 @@ describe('agents over reverse SSH tunnels, and the edge', () => {
   it('binds with a public key registered as an SSH credential', async () => {
     const key = join(keyDir, 'agent_ed25519');
     execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', key]);
-    const blob = Buffer.from(readFileSync(`${key}.pub`, 'utf8').split(' ')[1], 'base64');
-    // The /ssh_credentials contract: kind ssh_credentials, the fingerprint as unique key per account.
-    const id = newId('sshr');
-    await insertObject(service.db, {
-      id,
-      account_id: accountId,
-      kind: 'ssh_credentials',
-      parent_id: null,
-      unique_scope: accountId,
-      unique_key: fingerprintOf(blob),
-      description: '',
-      metadata: '',
-      fields: { acl: [`bind:key.${DOMAIN}`] },
-      secret: null,
-      created_at: new Date(),
+    const registered = await api('POST', '/ssh_credentials', {
+      public_key: readFileSync(`${key}.pub`, 'utf8'),
+      acl: [`bind:key.${DOMAIN}`],
     });
-    expect(fingerprintOf(blob)).toBe(
-      execFileSync('ssh-keygen', ['-l', '-f', `${key}.pub`], { encoding: 'utf8' }).split(' ')[1],
-    );
+    expect(registered.status, JSON.stringify(registered.body)).toBe(201);
+    const { id } = registered.body;
     const { session } = await bound('agent', `key.${DOMAIN}`, key);
     expect(session.credential).toEqual({ id, uri: `${service.url}/ssh_credentials/${id}` });
     expect((await curl(service.edgePort!, `key.${DOMAIN}`, '/by-key')).status).toBe(200);
+    // RSA (rsa-sha2-256/512 signatures) and ECDSA keys too.
+    for (const type of ['rsa', 'ecdsa']) {
+      const file = join(keyDir, `agent_${type}`);
+      execFileSync('ssh-keygen', ['-q', '-t', type, '-N', '', '-f', file]);
+      const public_key = readFileSync(`${file}.pub`, 'utf8');
+      expect((await api('POST', '/ssh_credentials', { public_key })).status).toBe(201);
+      const other = await bound('agent', `${type}.${DOMAIN}`, file);
+      await other.agent.kill();
+    }
+    // Deleting the SSH credential ends its session.
+    expect((await api('DELETE', `/ssh_credentials/${id}`)).status).toBe(204);
+    const stop = await eventually(
+      async () =>
+        (await sessionEvents(service, accountId)).find(
+          (e) => e.type === 'agent_session_stop.v0' && e.object.session.id === session.id,
+        ),
+      'the stop event',
+    );
+    expect(stop.object.error).toBe(STOP_REASONS.credentialDeleted);
     // Another key, not registered: refused.
     const other = join(keyDir, 'other_ed25519');
     execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', other]);

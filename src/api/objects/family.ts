@@ -34,6 +34,8 @@ export interface Family {
 
 /** What a create stores. */
 export interface Draft {
+  /** The id, when the object must name itself (a certificate's key id); else a new one. */
+  id?: string;
   /** The shown fields beyond id, uri, created_at, description, metadata and declared refs. */
   fields: JsonObject;
   /** A secret in clear (a private key); the layer seals it. Never shown. */

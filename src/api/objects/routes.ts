@@ -108,7 +108,7 @@ export function familyRoutes(family: Family) {
         const draft = await family.create(body, ctx);
         shownOnce = draft.shownOnce;
         const row: AccountObjectRow = {
-          id: newId(resource.idPrefix),
+          id: draft.id ?? newId(resource.idPrefix),
           account_id: ctx.accountId,
           kind: resource.path,
           parent_id: draft.parentId ?? null,

@@ -5,7 +5,7 @@ import { takenPorts } from '../../store/reserved-addrs.ts';
 import type { Family } from '../objects/family.ts';
 import { RESERVED_ADDRS } from './resource.ts';
 
-/** The region asked for, or `us` (SPEC.md's default; the first region if `us` is not served). */
+/** The region asked for, or `us` (the spec's default; the first region if `us` is not served). */
 function readRegion(given: unknown, regions: readonly string[]): string {
   if (given === undefined) return regions.includes('us') ? 'us' : regions[0];
   if (!regions.includes(given as string)) {

@@ -60,6 +60,18 @@ export interface Config {
   keepAliveTimeoutMs: number;
   /** Client connections each listener holds at once; beyond, 503 ERR_TOO_MANY_CONNECTIONS. */
   maxConnections: number;
+  /** Port agents connect to over SSH (0: a random one); undefined: no agent listener. */
+  sshPort: number | undefined;
+  /** Port of the edge's HTTP listener (0: a random one); undefined: no edge. */
+  edgeHttpPort: number | undefined;
+  /** Live agent sessions one account may hold at once. */
+  maxSessionsPerAccount: number;
+  /** Edge requests one session carries at once (SSH channels); beyond, 503. */
+  maxChannelsPerSession: number;
+  /** How long the edge waits for an agent's response headers before answering 504, ms. */
+  edgeResponseTimeoutMs: number;
+  /** Interval of SSH keep-alives to agents; an agent missing three is dropped, ms. */
+  agentKeepAliveMs: number;
   /** Ports reserved TCP addresses are allocated from, in every region. */
   tcpAddrPorts: PortRange;
   /** How long an instance trusts its cached IP restrictions of an account (changes made elsewhere). */
@@ -120,6 +132,12 @@ function url(env: Env, name: string, fallback: string): string {
     throw new ConfigError(name, `must be an http(s) URL, got "${raw}"`);
   }
   return raw.replace(/\/+$/, '');
+}
+
+/** A port, `0` for a random one, or `off` (undefined): a listener the service may skip. */
+function optionalPort(env: Env, name: string, fallback: string): number | undefined {
+  const raw = env[name] || fallback;
+  return raw === 'off' ? undefined : integer({ [name]: raw }, name, 0, 0, 65535);
 }
 
 function portRange(env: Env, name: string, fallback: string): PortRange {
@@ -238,6 +256,12 @@ export function loadConfig(env: Env = process.env): Config {
     headersTimeoutMs,
     keepAliveTimeoutMs: integer(env, 'KEEP_ALIVE_TIMEOUT_MS', 72_000, 100, 3_600_000),
     maxConnections: integer(env, 'MAX_CONNECTIONS', 512, 1, 1_000_000),
+    sshPort: optionalPort(env, 'SSH_PORT', '2222'),
+    edgeHttpPort: optionalPort(env, 'EDGE_HTTP_PORT', '8088'),
+    maxSessionsPerAccount: integer(env, 'MAX_SESSIONS_PER_ACCOUNT', 100, 1, 1_000_000),
+    maxChannelsPerSession: integer(env, 'MAX_CHANNELS_PER_SESSION', 256, 1, 100_000),
+    edgeResponseTimeoutMs: integer(env, 'EDGE_RESPONSE_TIMEOUT_MS', 60_000, 100, 3_600_000),
+    agentKeepAliveMs: integer(env, 'AGENT_KEEPALIVE_MS', 15_000, 100, 3_600_000),
     tcpAddrPorts: portRange(env, 'TCP_ADDR_PORTS', '20000-29999'),
     ipRestrictionCacheTtlMs: integer(env, 'IP_RESTRICTION_CACHE_TTL_MS', 5_000, 0, 3_600_000),
   };

@@ -1,11 +1,18 @@
 import type { FastifyInstance } from 'fastify';
+import type { IpAllowed } from './agents/ip-allowed.ts';
+import type { AgentListener, AgentListenerDeps } from './agents/listener.ts';
+import { createSessionRegistry, type SessionRegistry } from './agents/registry.ts';
 import type { RouteTable } from './api/index.ts';
 import { buildApp, buildGrpcApp } from './app.ts';
 import { bootstrapFirstKey } from './bootstrap.ts';
 import type { Config } from './config.ts';
 import { prepareDataDir } from './data-dir.ts';
+import { type Edge, startEdge } from './edge/edge-server.ts';
+import { createEdgePublisher, type EdgePublisher } from './edge/publisher.ts';
+import { openTcpEndpoint } from './edge/tcp-endpoint.ts';
 import type { Logger } from './logger.ts';
 import { createMetrics } from './metrics.ts';
+import { createIpRestrictions } from './net/account-restrictions.ts';
 import { createPipeline, type Pipeline } from './pipeline/pipeline.ts';
 import { type Keyring, loadKeyring } from './secrets.ts';
 import { migrateFileLayout } from './sinks/file/layout.ts';
@@ -25,6 +32,12 @@ export interface Service {
   url: string;
   /** Where gRPC (HTTP/2) edge clients connect, when GRPC_PORT is set. */
   grpcUrl: string | undefined;
+  /** Where agents connect over SSH (SSH_PORT), when the agent listener runs. */
+  sshPort: number | undefined;
+  /** Where the edge serves HTTP for agents' hostnames (EDGE_HTTP_PORT), when it runs. */
+  edgePort: number | undefined;
+  /** The live agent sessions of this instance. */
+  sessions: SessionRegistry;
   /** The first API key, when this start created it (empty store). */
   firstKey: Awaited<ReturnType<typeof bootstrapFirstKey>>;
   /** Stops accepting, lets requests in flight finish, flushes the pipeline, closes the store. */
@@ -37,6 +50,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   const keyring = await loadKeyring(config);
   const db = await openStore(config);
   let pipeline: Pipeline | undefined;
+  let agents: Awaited<ReturnType<typeof startAgents>> | undefined;
   try {
     const resealed = await resealDestinationSecrets(db, keyring);
     const resealedObjects = await resealObjectSecrets(db, keyring);
@@ -47,7 +61,21 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     const firstKey = await bootstrapFirstKey(db, config);
     const metrics = createMetrics();
     pipeline = await createPipeline({ db, config, logger, metrics, keyring });
-    const { app, routes } = await buildApp({ config, db, logger, pipeline, metrics, keyring });
+    const sessions = createSessionRegistry(config.maxSessionsPerAccount);
+    // One cache of IP restrictions: a change through the API applies at once to agents and edge.
+    const ipRestrictions = createIpRestrictions(db, config.ipRestrictionCacheTtlMs);
+    const { app, routes } = await buildApp({
+      config,
+      db,
+      logger,
+      pipeline,
+      metrics,
+      keyring,
+      sessions,
+      ipRestrictions,
+    });
+    const running = pipeline;
+    agents = await startAgents(config, db, logger, running, sessions, ipRestrictions.ipAllowed);
     const url = await app.listen({ host: config.host, port: config.port });
     const grpcApp =
       config.grpcPort === undefined
@@ -55,7 +83,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
         : await buildGrpcApp({ config, pipeline, metrics, logger });
     const grpcUrl = await grpcApp?.listen({ host: config.host, port: config.grpcPort });
     let closing: Promise<void> | undefined;
-    const running = pipeline;
+    const { listener, edge, publisher } = agents;
     return {
       app,
       db,
@@ -65,8 +93,16 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
       url,
       grpcUrl,
       firstKey,
+      sshPort: listener?.port,
+      edgePort: edge?.port,
+      sessions,
       close() {
         closing ??= (async () => {
+          // The edge drains while the agents still answer; then sessions end (stop events).
+          await edge?.close(config.shutdownTimeoutMs / 2);
+          await listener?.close();
+          // TCP connections cut with their sessions: their events too are durable before exit.
+          await publisher.drain();
           await Promise.all([app.close(), grpcApp?.close()]);
           await running.close();
           await db.close();
@@ -75,8 +111,48 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
       },
     };
   } catch (error) {
+    await agents?.edge?.close(0);
+    await agents?.listener?.close();
     await pipeline?.close();
     await db.close();
+    throw error;
+  }
+}
+
+/** The agent face: the SSH listener (SSH_PORT) and the edge (EDGE_HTTP_PORT), each optional. */
+async function startAgents(
+  config: Config,
+  db: Db,
+  logger: Logger,
+  pipeline: Pipeline,
+  sessions: SessionRegistry,
+  ipAllowed: IpAllowed,
+): Promise<{ listener?: AgentListener; edge?: Edge; publisher: EdgePublisher }> {
+  const kick = () => pipeline.relay.kick();
+  const publisher = createEdgePublisher(pipeline, logger);
+  const openTcp: AgentListenerDeps['openTcp'] = (session, address) =>
+    openTcpEndpoint(session, address, { config, logger, publisher, ipAllowed });
+  const listener =
+    config.sshPort === undefined
+      ? undefined
+      : // ssh2 loads only when agents may connect (~100 ms of start-up).
+        await (await import('./agents/listener.ts')).startAgentListener({
+          config,
+          db,
+          logger,
+          registry: sessions,
+          kick,
+          ipAllowed,
+          openTcp,
+        });
+  try {
+    const edge =
+      config.edgeHttpPort === undefined
+        ? undefined
+        : await startEdge({ config, logger, registry: sessions, publisher, ipAllowed });
+    return { listener, edge, publisher };
+  } catch (error) {
+    await listener?.close();
     throw error;
   }
 }

@@ -182,6 +182,7 @@ export function familyRoutes(family: Family) {
         await deleteObject(ctx.tx, row.id);
         return row;
       });
+      deps.onObjectDeleted?.(resource.path, request.params.id);
       return reply.code(204).send();
     });
   };

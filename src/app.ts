@@ -21,6 +21,8 @@ export interface AppDeps {
   pipeline: Pipeline;
   metrics: Metrics;
   keyring: Keyring;
+  /** Called after each committed REST transaction (zone data may have changed, a job queued). */
+  onCommit?: () => void;
 }
 
 /**
@@ -46,6 +48,7 @@ export async function buildApp({
   pipeline,
   metrics,
   keyring,
+  onCommit,
 }: AppDeps): Promise<{ app: FastifyInstance; routes: RouteTable }> {
   const connections = createConnections(config, logger);
   const app = Fastify({
@@ -82,6 +85,7 @@ export async function buildApp({
     transaction: (work) =>
       db.transaction(work).then((result) => {
         pipeline.relay.kick();
+        onCommit?.();
         return result;
       }),
   };

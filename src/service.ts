@@ -4,6 +4,7 @@ import { buildApp, buildGrpcApp } from './app.ts';
 import { bootstrapFirstKey } from './bootstrap.ts';
 import type { Config } from './config.ts';
 import { prepareDataDir } from './data-dir.ts';
+import { type AuthoritativeDns, startAuthoritativeDns } from './dns/index.ts';
 import type { Logger } from './logger.ts';
 import { createMetrics } from './metrics.ts';
 import { createPipeline, type Pipeline } from './pipeline/pipeline.ts';
@@ -24,6 +25,8 @@ export interface Service {
   url: string;
   /** Where gRPC (HTTP/2) edge clients connect, when GRPC_PORT is set. */
   grpcUrl: string | undefined;
+  /** The authoritative DNS server, when DNS_PORT is set. */
+  dns: AuthoritativeDns | undefined;
   /** The first API key, when this start created it (empty store). */
   firstKey: Awaited<ReturnType<typeof bootstrapFirstKey>>;
   /** Stops accepting, lets requests in flight finish, flushes the pipeline, closes the store. */
@@ -43,7 +46,21 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     const firstKey = await bootstrapFirstKey(db, config);
     const metrics = createMetrics();
     pipeline = await createPipeline({ db, config, logger, metrics, keyring });
-    const { app, routes } = await buildApp({ config, db, logger, pipeline, metrics, keyring });
+    let dns: AuthoritativeDns | undefined;
+    const onCommit = () => dns?.invalidate();
+    const { app, routes } = await buildApp({
+      config,
+      db,
+      logger,
+      pipeline,
+      metrics,
+      keyring,
+      onCommit,
+    });
+    dns =
+      config.dnsPort === undefined
+        ? undefined
+        : await startAuthoritativeDns({ db, config, logger });
     const url = await app.listen({ host: config.host, port: config.port });
     const grpcApp =
       config.grpcPort === undefined
@@ -60,10 +77,11 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
       routes,
       url,
       grpcUrl,
+      dns,
       firstKey,
       close() {
         closing ??= (async () => {
-          await Promise.all([app.close(), grpcApp?.close()]);
+          await Promise.all([app.close(), grpcApp?.close(), dns?.close()]);
           await running.close();
           await db.close();
         })();

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { RouteTable } from './api/index.ts';
 import { buildApp, buildGrpcApp } from './app.ts';
 import { bootstrapFirstKey } from './bootstrap.ts';
+import { type CertRunner, createCertRunner } from './certs/runner.ts';
 import type { Config } from './config.ts';
 import { prepareDataDir } from './data-dir.ts';
 import { type AuthoritativeDns, startAuthoritativeDns } from './dns/index.ts';
@@ -27,6 +28,8 @@ export interface Service {
   grpcUrl: string | undefined;
   /** The authoritative DNS server, when DNS_PORT is set. */
   dns: AuthoritativeDns | undefined;
+  /** The certificate job runner (CERT_POLL_MS > 0), whose `kick()` runs due jobs now. */
+  certs: CertRunner | undefined;
   /** The first API key, when this start created it (empty store). */
   firstKey: Awaited<ReturnType<typeof bootstrapFirstKey>>;
   /** Stops accepting, lets requests in flight finish, flushes the pipeline, closes the store. */
@@ -47,7 +50,13 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     const metrics = createMetrics();
     pipeline = await createPipeline({ db, config, logger, metrics, keyring });
     let dns: AuthoritativeDns | undefined;
-    const onCommit = () => dns?.invalidate();
+    const certs =
+      config.certPollMs > 0 ? createCertRunner({ db, config, keyring, logger }) : undefined;
+    // A committed change may have changed zone data or queued a job: both see it at once.
+    const onCommit = () => {
+      dns?.invalidate();
+      void certs?.kick();
+    };
     const { app, routes } = await buildApp({
       config,
       db,
@@ -62,6 +71,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
         ? undefined
         : await startAuthoritativeDns({ db, config, logger });
     const url = await app.listen({ host: config.host, port: config.port });
+    certs?.start();
     const grpcApp =
       config.grpcPort === undefined
         ? undefined
@@ -78,10 +88,13 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
       url,
       grpcUrl,
       dns,
+      certs,
       firstKey,
       close() {
         closing ??= (async () => {
-          await Promise.all([app.close(), grpcApp?.close(), dns?.close()]);
+          await Promise.all([app.close(), grpcApp?.close()]);
+          await certs?.close();
+          await dns?.close();
           await running.close();
           await db.close();
         })();

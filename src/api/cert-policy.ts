@@ -7,7 +7,7 @@ import type { JsonObject } from './validate.ts';
 // automatic certificates off; a change queues a provisioning job (the certificate issue runs it).
 
 const POLICY = 'certificate_management_policy';
-const PROVISIONING_JOB = 'certificate_provisioning';
+export const PROVISIONING_JOB = 'certificate_provisioning';
 
 /** The policy of a checked body with its defaults: undefined when not given, null when off. */
 export function certPolicy(body: JsonObject): CertPolicy | null | undefined {

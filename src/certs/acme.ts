@@ -1,0 +1,80 @@
+import { readFileSync } from 'node:fs';
+import { Agent } from 'node:https';
+import { rootCertificates } from 'node:tls';
+import type { CertPolicy } from '../store/agent-ingresses.ts';
+
+// The ACME conversation, through acme-client (loaded on first use: a service that never issues
+// does not load it). DNS-01 only: the service's own DNS publishes the challenge records.
+
+/** What an order needs. */
+export interface AcmeOrder {
+  directoryUrl: string;
+  /** PEM of the service's ACME account key. */
+  accountKeyPem: string;
+  email: string | undefined;
+  names: string[];
+  keyType: CertPolicy['private_key_type'];
+  /** Publishes the TXT value for an identifier (the name without `*.`) before validation. */
+  publish(identifier: string, value: string): Promise<void>;
+  /** Withdraws it after validation (whatever the outcome). */
+  withdraw(identifier: string, value: string): Promise<void>;
+}
+
+/** An issued certificate: the chain (leaf first) and its private key, PEM. */
+export interface Issued {
+  certificatePem: string;
+  privateKeyPem: string;
+}
+
+const HTTP_TIMEOUT_MS = 30_000;
+let configured = false;
+
+async function acmeClient(caFile: string | undefined) {
+  const acme = await import('acme-client');
+  if (!configured) {
+    configured = true;
+    acme.axios.defaults.timeout = HTTP_TIMEOUT_MS;
+    // A test ACME server (pebble) has its own CA; it is trusted in addition to the public ones.
+    if (caFile !== undefined) {
+      const ca = [...rootCertificates, readFileSync(caFile, 'utf8')];
+      acme.axios.defaults.httpsAgent = new Agent({ ca });
+    }
+  }
+  return acme;
+}
+
+/** A new account key (ECDSA P-256), PEM. */
+export async function newAccountKey(caFile: string | undefined): Promise<string> {
+  const acme = await acmeClient(caFile);
+  return (await acme.crypto.createPrivateEcdsaKey('P-256')).toString();
+}
+
+/** Orders a certificate for the names, answering DNS-01 challenges through publish/withdraw. */
+export async function orderCertificate(order: AcmeOrder, caFile?: string): Promise<Issued> {
+  const acme = await acmeClient(caFile);
+  const key =
+    order.keyType === 'ecdsa'
+      ? await acme.crypto.createPrivateEcdsaKey('P-256')
+      : await acme.crypto.createPrivateRsaKey(2048);
+  const [first] = order.names;
+  const [, csr] = await acme.crypto.createCsr(
+    // A common name is at most 64 characters; the SANs are what clients check.
+    { altNames: order.names, ...(first.length <= 64 ? { commonName: first } : {}) },
+    key,
+  );
+  const client = new acme.Client({
+    directoryUrl: order.directoryUrl,
+    accountKey: order.accountKeyPem,
+  });
+  const certificatePem = await client.auto({
+    csr,
+    email: order.email,
+    termsOfServiceAgreed: true,
+    challengePriority: ['dns-01'],
+    // The records are in this service's own store: nothing to wait for before validation.
+    skipChallengeVerification: true,
+    challengeCreateFn: (authz, _challenge, value) => order.publish(authz.identifier.value, value),
+    challengeRemoveFn: (authz, _challenge, value) => order.withdraw(authz.identifier.value, value),
+  });
+  return { certificatePem, privateKeyPem: key.toString() };
+}

@@ -1,0 +1,141 @@
+import dnsPacket from 'dns-packet';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type CertRunner, createCertRunner } from '../../src/certs/runner.ts';
+import { loadConfig } from '../../src/config.ts';
+import { startDnsServer } from '../../src/dns/server.ts';
+import { createLogger } from '../../src/logger.ts';
+import type { Service } from '../../src/service.ts';
+import { freePort } from '../helpers/free-port.ts';
+import { type Pebble, startPebble } from '../helpers/pebble.ts';
+import { apiClient, startTestService, TEST_BOOTSTRAP_KEY } from '../helpers/service.ts';
+import { pgliteStore, postgresStore, type TestStore } from '../helpers/stores.ts';
+
+// Certificates from a real ACME server: Debian's pebble validates DNS-01 against the service's
+// own authoritative DNS. A test "parent zone" (a DNS server of its own) says which domains are
+// delegated to the service's name servers. The runner's clock is injected to reach renewals and
+// retries without waiting.
+
+const NAME_SERVERS = ['ns1.agent-ingress.example', 'ns2.agent-ingress.example'];
+const silent = createLogger('silent');
+
+/** A parent zone answering NS for the domains delegated in `delegated` (NXDOMAIN otherwise). */
+async function startParentZone(delegated: Map<string, string[]>) {
+  return startDnsServer({
+    host: '127.0.0.1',
+    port: 0,
+    logger: silent,
+    async answer(query) {
+      const question = query.questions![0];
+      const servers = delegated.get(question.name.toLowerCase());
+      return {
+        id: query.id,
+        type: 'response',
+        flags: dnsPacket.AUTHORITATIVE_ANSWER | (servers === undefined ? 3 : 0),
+        questions: query.questions,
+        answers: (question.type === 'NS' ? (servers ?? []) : []).map((data) => ({
+          name: question.name,
+          type: 'NS' as const,
+          ttl: 1,
+          data,
+        })),
+      };
+    },
+  });
+}
+
+function policy(private_key_type: 'rsa' | 'ecdsa') {
+  return { certificate_management_policy: { authority: 'letsencrypt', private_key_type } };
+}
+
+describe('ACME provisioning against pebble', () => {
+  let store: TestStore;
+  let service: Service;
+  let pebble: Pebble;
+  let parent: Awaited<ReturnType<typeof startParentZone>>;
+  const delegated = new Map<string, string[]>();
+  const now = new Date();
+  let runner: CertRunner;
+  const api = () => apiClient(service.url, TEST_BOOTSTRAP_KEY);
+
+  beforeAll(async () => {
+    store = await pgliteStore();
+    const dnsPort = await freePort();
+    pebble = await startPebble(dnsPort);
+    parent = await startParentZone(delegated);
+    const env = {
+      ...store.env,
+      DNS_PORT: String(dnsPort),
+      REGIONS: 'us,eu',
+      NAME_SERVERS: NAME_SERVERS.join(','),
+      ACME_DIRECTORY_URL: pebble.directoryUrl,
+      ACME_CA_FILE: pebble.caFile,
+      DELEGATION_RESOLVER: `127.0.0.1:${parent.port}`,
+      CERT_POLL_MS: '0',
+    };
+    service = await startTestService(store, env);
+    runner = createCertRunner({
+      db: service.db,
+      config: loadConfig(env),
+      keyring: service.keyring,
+      logger: silent,
+      clock: () => now,
+    });
+  }, 60_000);
+  afterAll(async () => {
+    await service?.close();
+    await parent?.close();
+    await pebble?.close();
+    await store?.cleanup();
+  });
+
+  async function ingress(id: string) {
+    return (await api()('GET', `/agent_ingresses/${id}`)).body;
+  }
+  async function certificates() {
+    return (await api()('GET', '/tls_certificates')).body.tls_certificates as any[];
+  }
+
+  it('issues one certificate covering the domain, its region domains and wildcards under them', async () => {
+    delegated.set('tunnels.example.com', NAME_SERVERS);
+    const created = await api()('POST', '/agent_ingresses', {
+      domain: 'tunnels.example.com',
+      ...policy('ecdsa'),
+    });
+    expect(created.status).toBe(201);
+    expect(created.body.certificate_management_status.provisioning_job.msg).toMatch(/queued/);
+    expect(await runner.runOnce()).toBe(true);
+    const shown = await ingress(created.body.id);
+    expect(shown.certificate_management_status.provisioning_job).toBeNull();
+    const [certificate] = await certificates();
+    expect(certificate.subject_alternative_names.dns_names.sort()).toEqual(
+      [
+        'tunnels.example.com',
+        'us.tunnels.example.com',
+        '*.us.tunnels.example.com',
+        'eu.tunnels.example.com',
+        '*.eu.tunnels.example.com',
+      ].sort(),
+    );
+    expect(certificate.private_key_type).toBe('ecdsa');
+    expect(certificate.issuer_common_name).toMatch(/^Pebble Intermediate CA/);
+    expect(certificate.issued_at).toBe(now.toISOString());
+    const renewsAt = new Date(shown.certificate_management_status.renews_at).getTime();
+    const notAfter = new Date(certificate.not_after).getTime();
+    expect(notAfter - renewsAt).toBe(30 * 86_400_000);
+    // The event carries the certificate as GET shows it; the key is sealed in the store.
+    const events = await service.db.query<{ envelope: any }>(
+      `SELECT envelope FROM audit_outbox WHERE event_type = 'tls_certificate_created.v0'`,
+    );
+    expect(events.rows.map((row) => row.envelope.object.id)).toEqual([certificate.id]);
+    const rows = await service.db.query<{ secret: string }>(
+      'SELECT secret FROM account_objects WHERE id = $1',
+      [certificate.id],
+    );
+    expect(rows.rows[0].secret).toMatch(/^enc:v1:/);
+    const everything = JSON.stringify([events.rows, shown, await certificates()]);
+    expect(everything).not.toMatch(/PRIVATE KEY/);
+    // Nothing is left in DNS once validated.
+    const left = await service.db.query('SELECT * FROM acme_challenges');
+    expect(left.rows).toEqual([]);
+  }, 60_000);
+});

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
-import { Agent } from 'node:https';
+import { get as httpGet } from 'node:http';
+import { Agent, get as httpsGet } from 'node:https';
 import { rootCertificates } from 'node:tls';
 import type { CertPolicy } from '../store/agent-ingresses.ts';
 
@@ -28,16 +29,41 @@ export interface Issued {
 
 const HTTP_TIMEOUT_MS = 30_000;
 let configured = false;
+let agent: Agent | undefined;
+
+/**
+ * Rejects, saying why, when the directory does not answer: acme-client turns a connection error
+ * into a TypeError about its own internals, which would make an unhelpful job message.
+ */
+function reachable(url: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const get = url.startsWith('https:') ? httpsGet : httpGet;
+    const req = get(url, { agent, timeout: HTTP_TIMEOUT_MS }, (res) => {
+      res.resume();
+      resolve();
+    });
+    req.on('timeout', () => req.destroy(new Error(`no answer within ${HTTP_TIMEOUT_MS} ms`)));
+    req.on('error', (error: NodeJS.ErrnoException) =>
+      reject(new Error(`the ACME directory does not answer (${error.code ?? error.message})`)),
+    );
+  });
+}
 
 async function acmeClient(caFile: string | undefined) {
   const acme = await import('acme-client');
   if (!configured) {
     configured = true;
     acme.axios.defaults.timeout = HTTP_TIMEOUT_MS;
+    // One quick retry inside a request, not five over 75 s while the job holds its lease: the
+    // runner retries the whole order with its own capped backoff, and says so in the job.
+    const defaults = acme.axios.defaults as unknown as { acmeSettings: Record<string, number> };
+    defaults.acmeSettings.retryMaxAttempts = 1;
+    defaults.acmeSettings.retryDefaultDelay = 1;
     // A test ACME server (pebble) has its own CA; it is trusted in addition to the public ones.
     if (caFile !== undefined) {
       const ca = [...rootCertificates, readFileSync(caFile, 'utf8')];
-      acme.axios.defaults.httpsAgent = new Agent({ ca });
+      agent = new Agent({ ca });
+      acme.axios.defaults.httpsAgent = agent;
     }
   }
   return acme;
@@ -49,9 +75,25 @@ export async function newAccountKey(caFile: string | undefined): Promise<string>
   return (await acme.crypto.createPrivateEcdsaKey('P-256')).toString();
 }
 
+type AcmeClient = InstanceType<Awaited<ReturnType<typeof acmeClient>>['Client']>;
+
+/**
+ * Finds the account of the key, or creates it. (auto() alone would "update" an existing account
+ * with its terms-of-service flag, which servers refuse.)
+ */
+async function register(client: AcmeClient, email: string | undefined): Promise<void> {
+  try {
+    await client.createAccount({ onlyReturnExisting: true });
+  } catch {
+    const contact = email === undefined ? {} : { contact: [`mailto:${email}`] };
+    await client.createAccount({ termsOfServiceAgreed: true, ...contact });
+  }
+}
+
 /** Orders a certificate for the names, answering DNS-01 challenges through publish/withdraw. */
 export async function orderCertificate(order: AcmeOrder, caFile?: string): Promise<Issued> {
   const acme = await acmeClient(caFile);
+  await reachable(order.directoryUrl);
   const key =
     order.keyType === 'ecdsa'
       ? await acme.crypto.createPrivateEcdsaKey('P-256')
@@ -66,6 +108,7 @@ export async function orderCertificate(order: AcmeOrder, caFile?: string): Promi
     directoryUrl: order.directoryUrl,
     accountKey: order.accountKeyPem,
   });
+  await register(client, order.email);
   const certificatePem = await client.auto({
     csr,
     email: order.email,

@@ -53,7 +53,7 @@ describe('ACME provisioning against pebble', () => {
   let pebble: Pebble;
   let parent: Awaited<ReturnType<typeof startParentZone>>;
   const delegated = new Map<string, string[]>();
-  const now = new Date();
+  let now = new Date();
   let runner: CertRunner;
   const api = () => apiClient(service.url, TEST_BOOTSTRAP_KEY);
 
@@ -137,5 +137,105 @@ describe('ACME provisioning against pebble', () => {
     // Nothing is left in DNS once validated.
     const left = await service.db.query('SELECT * FROM acme_challenges');
     expect(left.rows).toEqual([]);
+  }, 60_000);
+
+  it('renews at renews_at, as the injected clock reaches it', async () => {
+    const [ingressRow] = (await api()('GET', '/agent_ingresses')).body.ingresses;
+    const before = ingressRow.certificate_management_status.renews_at;
+    expect(await runner.runOnce()).toBe(false);
+    now = new Date(new Date(before).getTime() + 1000);
+    expect(await runner.runOnce()).toBe(true);
+    const after = (await ingress(ingressRow.id)).certificate_management_status;
+    expect(after.provisioning_job).toBeNull();
+    // Issued within the same second, the new certificate may end when the old one does.
+    expect(new Date(after.renews_at).getTime()).toBeGreaterThanOrEqual(new Date(before).getTime());
+    const serials = (await certificates()).map((c) => c.serial_number);
+    expect(new Set(serials).size).toBe(2);
+    // The CA dates the new certificate by the real clock: back to it, nothing is due.
+    now = new Date();
+    expect(await runner.runOnce()).toBe(false);
+  }, 60_000);
+
+  it('re-issues on a policy change, and stops with a null policy', async () => {
+    const [ingressRow] = (await api()('GET', '/agent_ingresses')).body.ingresses;
+    const patched = await api()('PATCH', `/agent_ingresses/${ingressRow.id}`, policy('rsa'));
+    expect(patched.status).toBe(200);
+    expect(await runner.runOnce()).toBe(true);
+    const newest = (await certificates()).sort((a, b) => b.created_at.localeCompare(a.created_at));
+    expect((await certificates()).map((c) => c.private_key_type).sort()).toEqual([
+      'ecdsa',
+      'ecdsa',
+      'rsa',
+    ]);
+    expect(newest).toHaveLength(3);
+    const off = await api()('PATCH', `/agent_ingresses/${ingressRow.id}`, {
+      certificate_management_policy: null,
+    });
+    expect(off.body.certificate_management_status).toBeNull();
+    now = new Date(now.getTime() + 10 * 365 * 86_400_000);
+    expect(await runner.runOnce()).toBe(false);
+    expect(await certificates()).toHaveLength(3);
+  }, 60_000);
+
+  it('fails with DNS_ERROR while the parent does not delegate, and issues once it does', async () => {
+    const created = await api()('POST', '/agent_ingresses', {
+      domain: 'undelegated.example.net',
+      ...policy('ecdsa'),
+    });
+    delegated.set('undelegated.example.net', ['ns.elsewhere.example']);
+    expect(await runner.runOnce()).toBe(true);
+    const job = (await ingress(created.body.id)).certificate_management_status.provisioning_job;
+    expect(job.error_code).toBe('DNS_ERROR');
+    expect(job.msg).toContain('is not delegated to this service');
+    expect(job.msg).toContain('ns.elsewhere.example');
+    expect(new Date(job.retries_at).getTime()).toBe(now.getTime() + 30_000);
+    // Not due yet: nothing runs; the user delegates; at retries_at it is checked again.
+    expect(await runner.runOnce()).toBe(false);
+    delegated.set('undelegated.example.net', NAME_SERVERS);
+    now = new Date(job.retries_at);
+    expect(await runner.runOnce()).toBe(true);
+    const status = (await ingress(created.body.id)).certificate_management_status;
+    expect([status.provisioning_job, typeof status.renews_at]).toEqual([null, 'string']);
+  }, 60_000);
+
+  it('fails with INTERNAL_ERROR and backs off while the ACME server is down, then issues', async () => {
+    await pebble.stop();
+    delegated.set('later.example.org', NAME_SERVERS);
+    const created = await api()('POST', '/agent_ingresses', {
+      domain: 'later.example.org',
+      ...policy('rsa'),
+    });
+    const delays: number[] = [];
+    for (let attempt = 0; attempt < 3; attempt++) {
+      expect(await runner.runOnce()).toBe(true);
+      const job = (await ingress(created.body.id)).certificate_management_status.provisioning_job;
+      expect(job.error_code).toBe('INTERNAL_ERROR');
+      expect(job.msg).toMatch(
+        /^could not obtain a certificate from 127\.0\.0\.1:\d+: .*the ACME directory does not answer \(ECONNREFUSED\)/,
+      );
+      delays.push(new Date(job.retries_at).getTime() - now.getTime());
+      now = new Date(job.retries_at);
+    }
+    expect(delays).toEqual([30_000, 60_000, 120_000]);
+    await pebble.start();
+    expect(await runner.runOnce()).toBe(true);
+    const status = (await ingress(created.body.id)).certificate_management_status;
+    expect([status.provisioning_job, typeof status.renews_at]).toEqual([null, 'string']);
+  }, 60_000);
+
+  it('keeps the status of a reserved domain in its fields', async () => {
+    const created = await api()('POST', '/reserved_domains', {
+      domain: 'shop.agent-ingress.example',
+      ...policy('ecdsa'),
+    });
+    expect(created.status).toBe(201);
+    expect(await runner.runOnce()).toBe(true);
+    const shown = (await api()('GET', `/reserved_domains/${created.body.id}`)).body;
+    expect(shown.certificate_management_status.provisioning_job).toBeNull();
+    expect(typeof shown.certificate_management_status.renews_at).toBe('string');
+    const newest = (await certificates()).find((c) =>
+      c.subject_alternative_names.dns_names.includes('shop.agent-ingress.example'),
+    );
+    expect(newest.subject_alternative_names.dns_names).toEqual(['shop.agent-ingress.example']);
   }, 60_000);
 });

@@ -239,3 +239,70 @@ describe('ACME provisioning against pebble', () => {
     expect(newest.subject_alternative_names.dns_names).toEqual(['shop.agent-ingress.example']);
   }, 60_000);
 });
+
+describe('two instances on one PostgreSQL', () => {
+  let store: TestStore;
+  let pebble: Pebble;
+  let parent: Awaited<ReturnType<typeof startParentZone>>;
+  const services: Service[] = [];
+  const delegated = new Map<string, string[]>();
+
+  beforeAll(async () => {
+    store = await postgresStore();
+    const dnsPorts = [await freePort(), await freePort()];
+    // pebble asks the first instance; the second's challenges reach it through the store.
+    pebble = await startPebble(dnsPorts[0]);
+    parent = await startParentZone(delegated);
+    for (const port of dnsPorts) {
+      const service = await startTestService(store, {
+        DNS_PORT: String(port),
+        REGIONS: 'us',
+        NAME_SERVERS: NAME_SERVERS.join(','),
+        ACME_DIRECTORY_URL: pebble.directoryUrl,
+        ACME_CA_FILE: pebble.caFile,
+        DELEGATION_RESOLVER: `127.0.0.1:${parent.port}`,
+        CERT_POLL_MS: '50',
+      });
+      services.push(service);
+    }
+  }, 60_000);
+  afterAll(async () => {
+    for (const service of services) await service.close();
+    await parent?.close();
+    await pebble?.close();
+    await store?.cleanup();
+  });
+
+  it('issues each certificate once, whichever instance runs its job', async () => {
+    const domains = ['a.example.com', 'b.example.com', 'c.example.com', 'd.example.com'];
+    const ids: string[] = [];
+    for (const [i, domain] of domains.entries()) {
+      delegated.set(domain, NAME_SERVERS);
+      const api = apiClient(services[i % 2].url, TEST_BOOTSTRAP_KEY);
+      const created = await api('POST', '/agent_ingresses', { domain, ...policy('ecdsa') });
+      expect(created.status).toBe(201);
+      ids.push(created.body.id);
+    }
+    const api = apiClient(services[1].url, TEST_BOOTSTRAP_KEY);
+    const deadline = Date.now() + 45_000;
+    let statuses: any[] = [];
+    while (Date.now() < deadline) {
+      statuses = await Promise.all(
+        ids.map(async (id) => (await api('GET', `/agent_ingresses/${id}`)).body),
+      );
+      if (statuses.every((s) => s.certificate_management_status.renews_at !== null)) break;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    expect(statuses.map((s) => s.certificate_management_status.provisioning_job)).toEqual(
+      ids.map(() => null),
+    );
+    const certificates = (await api('GET', '/tls_certificates')).body.tls_certificates as any[];
+    expect(certificates.map((c) => c.subject_common_name).sort()).toEqual(domains);
+    const events = await services[0].db.query(
+      `SELECT 1 FROM audit_outbox WHERE event_type = 'tls_certificate_created.v0'`,
+    );
+    expect(events.rows).toHaveLength(domains.length);
+    const jobs = await services[0].db.query<{ state: string }>('SELECT state FROM jobs');
+    expect(jobs.rows.map((row) => row.state)).toEqual(domains.map(() => 'done'));
+  }, 60_000);
+});

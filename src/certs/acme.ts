@@ -82,11 +82,17 @@ type AcmeClient = InstanceType<Awaited<ReturnType<typeof acmeClient>>['Client']>
  * with its terms-of-service flag, which servers refuse.)
  */
 async function register(client: AcmeClient, email: string | undefined): Promise<void> {
+  const existing = () => client.createAccount({ onlyReturnExisting: true });
   try {
-    await client.createAccount({ onlyReturnExisting: true });
+    await existing();
   } catch {
     const contact = email === undefined ? {} : { contact: [`mailto:${email}`] };
-    await client.createAccount({ termsOfServiceAgreed: true, ...contact });
+    try {
+      await client.createAccount({ termsOfServiceAgreed: true, ...contact });
+    } catch (error) {
+      // Another instance registered the key meanwhile (the server refuses the "update"): use it.
+      await existing().catch(() => Promise.reject(error));
+    }
   }
 }
 

@@ -119,6 +119,10 @@ export function createZoneCache(load: () => Promise<ZoneData>, ttlMs: number, no
     invalidate(): void {
       cached = undefined;
     },
+    /** How old the cached data is, ms (Infinity when nothing is cached). */
+    age(): number {
+      return cached === undefined ? Number.POSITIVE_INFINITY : now() - cached.at;
+    },
   };
 }
 

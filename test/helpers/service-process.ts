@@ -89,6 +89,8 @@ export async function startServiceProcess(options: ServiceProcessOptions): Promi
     BOOTSTRAP_API_KEY: PROCESS_BOOTSTRAP_KEY,
     INGEST_TOKENS: TEST_INGEST_TOKEN,
     NODE_COMPILE_CACHE: COMPILE_CACHE,
+    // No certificate runner: it would ask real resolvers and Let's Encrypt; its tests start one.
+    CERT_POLL_MS: '0',
     ...options.env,
   };
   // The pinned runtime of this test process (vitest runs under npx's node 24).

@@ -26,7 +26,8 @@ describe('job leases', () => {
 
   const queue = (subjectId: string) =>
     queueJob(db, { accountId: 'acct_1', kind: KIND, subjectId, msg: 'queued' });
-  const claim = (owner: string, now: Date) => claimJob(db, { kind: KIND, owner, now, leaseMs: LEASE });
+  const claim = (owner: string, now: Date) =>
+    claimJob(db, { kind: KIND, owner, now, leaseMs: LEASE });
 
   it('gives a job to one runner until its lease ends, then to another', async () => {
     const job = await queue('ai_1');

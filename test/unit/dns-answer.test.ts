@@ -1,8 +1,8 @@
 import dnsPacket, { type Packet } from 'dns-packet';
 import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config.ts';
 import { answerQuery } from '../../src/dns/answer.ts';
 import { buildZoneData, createZoneCache } from '../../src/dns/zones.ts';
-import { loadConfig } from '../../src/config.ts';
 
 const config = loadConfig({
   REGIONS: 'us,eu',
@@ -32,7 +32,7 @@ async function ask(name: string, type: 'A' | 'AAAA' | 'TXT' | 'SOA' | 'NS' | 'MX
   const bytes = dnsPacket.encode(await answerQuery(query(name, type), sources));
   const decoded = dnsPacket.decode(bytes);
   return {
-    rcode: decoded.rcode,
+    rcode: (decoded as unknown as { rcode: string }).rcode,
     aa: decoded.flag_aa,
     answers: (decoded.answers ?? []).map((a: any) => `${a.type} ${a.data}`),
     authorities: (decoded.authorities ?? []).map((a: any) => a.type),
@@ -70,9 +70,7 @@ describe('authoritative answers', () => {
   });
 
   it('answers TXT only from pending challenges', async () => {
-    expect((await ask('_acme-challenge.ingress.example.com', 'TXT')).answers).toEqual([
-      'TXT v',
-    ]);
+    expect((await ask('_acme-challenge.ingress.example.com', 'TXT')).answers).toEqual(['TXT v']);
     expect((await ask('_acme-challenge.shop.svc.example', 'TXT')).rcode).toBe('NXDOMAIN');
   });
 
@@ -88,7 +86,11 @@ describe('zone cache', () => {
   it('reads the store again after ttl or invalidate, and not in between', async () => {
     let reads = 0;
     let time = 0;
-    const cache = createZoneCache(async () => ({ ...zones, reads: ++reads }), 1000, () => time);
+    const cache = createZoneCache(
+      async () => ({ ...zones, reads: ++reads }),
+      1000,
+      () => time,
+    );
     await cache.get();
     time = 999;
     await cache.get();

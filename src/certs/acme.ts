@@ -28,14 +28,25 @@ export interface Issued {
 }
 
 const HTTP_TIMEOUT_MS = 30_000;
-let configured = false;
-let agent: Agent | undefined;
+/** HTTPS agents trusting the public CAs and an ACME_CA_FILE, by file (undefined: the default). */
+const agents = new Map<string, Agent>();
+
+/** A test ACME server (pebble) has its own CA; it is trusted in addition to the public ones. */
+function agentFor(caFile: string | undefined): Agent | undefined {
+  if (caFile === undefined) return undefined;
+  let agent = agents.get(caFile);
+  if (agent === undefined) {
+    agent = new Agent({ ca: [...rootCertificates, readFileSync(caFile, 'utf8')] });
+    agents.set(caFile, agent);
+  }
+  return agent;
+}
 
 /**
  * Rejects, saying why, when the directory does not answer: acme-client turns a connection error
  * into a TypeError about its own internals, which would make an unhelpful job message.
  */
-function reachable(url: string): Promise<void> {
+function reachable(url: string, agent: Agent | undefined): Promise<void> {
   return new Promise((resolve, reject) => {
     const get = url.startsWith('https:') ? httpsGet : httpGet;
     const req = get(url, { agent, timeout: HTTP_TIMEOUT_MS }, (res) => {
@@ -51,21 +62,14 @@ function reachable(url: string): Promise<void> {
 
 async function acmeClient(caFile: string | undefined) {
   const acme = await import('acme-client');
-  if (!configured) {
-    configured = true;
-    acme.axios.defaults.timeout = HTTP_TIMEOUT_MS;
-    // One quick retry inside a request, not five over 75 s while the job holds its lease: the
-    // runner retries the whole order with its own capped backoff, and says so in the job.
-    const defaults = acme.axios.defaults as unknown as { acmeSettings: Record<string, number> };
-    defaults.acmeSettings.retryMaxAttempts = 1;
-    defaults.acmeSettings.retryDefaultDelay = 1;
-    // A test ACME server (pebble) has its own CA; it is trusted in addition to the public ones.
-    if (caFile !== undefined) {
-      const ca = [...rootCertificates, readFileSync(caFile, 'utf8')];
-      agent = new Agent({ ca });
-      acme.axios.defaults.httpsAgent = agent;
-    }
-  }
+  acme.axios.defaults.timeout = HTTP_TIMEOUT_MS;
+  // One quick retry inside a request, not five over 75 s while the job holds its lease: the
+  // runner retries the whole order with its own capped backoff, and says so in the job.
+  const defaults = acme.axios.defaults as unknown as { acmeSettings: Record<string, number> };
+  defaults.acmeSettings.retryMaxAttempts = 1;
+  defaults.acmeSettings.retryDefaultDelay = 1;
+  // acme-client has one axios instance; the service one ACME_CA_FILE.
+  acme.axios.defaults.httpsAgent = agentFor(caFile);
   return acme;
 }
 
@@ -99,7 +103,7 @@ async function register(client: AcmeClient, email: string | undefined): Promise<
 /** Orders a certificate for the names, answering DNS-01 challenges through publish/withdraw. */
 export async function orderCertificate(order: AcmeOrder, caFile?: string): Promise<Issued> {
   const acme = await acmeClient(caFile);
-  await reachable(order.directoryUrl);
+  await reachable(order.directoryUrl, agentFor(caFile));
   const key =
     order.keyType === 'ecdsa'
       ? await acme.crypto.createPrivateEcdsaKey('P-256')

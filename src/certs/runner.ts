@@ -8,7 +8,7 @@ import { acmeAccountKey } from './account-key.ts';
 import { type AcmeOrder, type Issued, newAccountKey, orderCertificate } from './acme.ts';
 import { checkDelegation } from './delegation.ts';
 import { PROVISIONING_JOB, queueRenewals } from './renewals.ts';
-import { storeIssuedCertificate } from './store-certificate.ts';
+import { deleteReplacedCertificate, storeIssuedCertificate } from './store-certificate.ts';
 import { type CertSubject, loadSubject, recordCertificate, showStatus } from './subjects.ts';
 
 // The certificate job runner: takes due provisioning jobs from the store under a lease (any
@@ -116,6 +116,10 @@ export function createCertRunner(deps: CertRunnerDeps) {
       // Cancelled meanwhile (policy changed or removed): nothing of this order is kept.
       if (ended === undefined) throw new JobLost();
       await recordCertificate(tx, subject, stored.id, renewsAt);
+      if (subject.certificateId !== null) {
+        const replaced = { accountId: subject.accountId, id: subject.certificateId, at: issuedAt };
+        await deleteReplacedCertificate(tx, replaced, { keyring, publicUrl: config.publicUrl });
+      }
       await showStatus(tx, subject, ended, renewsAt);
       logger.info({ job: job.id, subject: subject.id, certificate: stored.id }, msg);
     });

@@ -3,7 +3,12 @@ import { auditEvent } from '../api/resources.ts';
 import { TLS_CERTIFICATES } from '../api/tls-certificates/resource.ts';
 import { newId } from '../ids.ts';
 import type { Keyring } from '../secrets.ts';
-import { type AccountObjectRow, insertObject } from '../store/account-objects.ts';
+import {
+  type AccountObjectRow,
+  deleteObject,
+  getObject,
+  insertObject,
+} from '../store/account-objects.ts';
 import type { Queryable } from '../store/db.ts';
 import { appendToOutbox } from '../store/outbox.ts';
 
@@ -49,4 +54,26 @@ export async function storeIssuedCertificate(
     object: presentObject(TLS_CERTIFICATES, row, deps.publicUrl),
   });
   return row;
+}
+
+/**
+ * Deletes the automatic certificate a new one replaces, with its `tls_certificate_deleted.v0`
+ * event (nothing when the account deleted it already).
+ */
+export async function deleteReplacedCertificate(
+  tx: Queryable,
+  replaced: { accountId: string; id: string; at: Date },
+  deps: CertificateStoreDeps,
+): Promise<void> {
+  const row = await getObject(tx, replaced.accountId, TLS_CERTIFICATES.path, replaced.id, true);
+  if (row === undefined) return;
+  await deleteObject(tx, row.id);
+  await appendToOutbox(tx, {
+    event_id: newId('ev'),
+    event_type: auditEvent(TLS_CERTIFICATES, 'deleted'),
+    event_timestamp: replaced.at.toISOString(),
+    account_id: replaced.accountId,
+    principal: null,
+    object: presentObject(TLS_CERTIFICATES, row, deps.publicUrl),
+  });
 }

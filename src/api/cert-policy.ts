@@ -39,3 +39,15 @@ export async function queueProvisioning(
     msg: `certificate provisioning for ${subject.domain} is queued`,
   });
 }
+
+/**
+ * Makes a subject's job that waits for its delegation due now: a PATCH is when a user who has
+ * just published the NS records expects the service to look again.
+ */
+export async function recheckDelegation(tx: Queryable, subjectId: string): Promise<void> {
+  await tx.query(
+    `UPDATE jobs SET retries_at = $2
+     WHERE subject_id = $1 AND state = 'failed' AND error_code = 'DNS_ERROR'`,
+    [subjectId, new Date()],
+  );
+}

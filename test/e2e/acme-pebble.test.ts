@@ -55,6 +55,7 @@ describe('ACME provisioning against pebble', () => {
   const delegated = new Map<string, string[]>();
   let now = new Date();
   let runner: CertRunner;
+  const logLines: string[] = [];
   const api = () => apiClient(service.url, TEST_BOOTSTRAP_KEY);
 
   beforeAll(async () => {
@@ -77,7 +78,7 @@ describe('ACME provisioning against pebble', () => {
       db: service.db,
       config: loadConfig(env),
       keyring: service.keyring,
-      logger: silent,
+      logger: createLogger('info', { write: (line: string) => void logLines.push(line) }),
       clock: () => now,
     });
   }, 60_000);
@@ -132,7 +133,9 @@ describe('ACME provisioning against pebble', () => {
       [certificate.id],
     );
     expect(rows.rows[0].secret).toMatch(/^enc:v1:/);
-    const everything = JSON.stringify([events.rows, shown, await certificates()]);
+    // Neither the API, the event nor the runner's log lines carry a private key.
+    expect(logLines.join('')).toContain(certificate.id);
+    const everything = JSON.stringify([events.rows, shown, await certificates(), logLines]);
     expect(everything).not.toMatch(/PRIVATE KEY/);
     // Nothing is left in DNS once validated.
     const left = await service.db.query('SELECT * FROM acme_challenges');
@@ -190,10 +193,15 @@ describe('ACME provisioning against pebble', () => {
     expect(job.msg).toContain('is not delegated to this service');
     expect(job.msg).toContain('ns.elsewhere.example');
     expect(new Date(job.retries_at).getTime()).toBe(now.getTime() + 30_000);
-    // Not due yet: nothing runs; the user delegates; at retries_at it is checked again.
+    // Not due yet: nothing runs; the user delegates, then a PATCH makes it due at once.
     expect(await runner.runOnce()).toBe(false);
     delegated.set('undelegated.example.net', NAME_SERVERS);
-    now = new Date(job.retries_at);
+    const patched = await api()('PATCH', `/agent_ingresses/${created.body.id}`, {
+      description: 'delegated now',
+    });
+    const due = patched.body.certificate_management_status.provisioning_job.retries_at;
+    expect(new Date(due).getTime()).toBeLessThanOrEqual(Date.now());
+    now = new Date();
     expect(await runner.runOnce()).toBe(true);
     const status = (await ingress(created.body.id)).certificate_management_status;
     expect([status.provisioning_job, typeof status.renews_at]).toEqual([null, 'string']);

@@ -1,7 +1,7 @@
 import { createClient } from '@clickhouse/client';
 import { createLogger } from '../src/logger.ts';
-import { parseClickHouseSinkConfig } from '../src/sinks/clickhouse/config.ts';
 import { encodeRows } from '../src/sinks/clickhouse/encode.ts';
+import { parseClickHouseSinkConfig } from '../src/sinks/clickhouse/index.ts';
 import { serverProfile } from '../src/sinks/clickhouse/schema.ts';
 import { createClickHouseSink } from '../src/sinks/clickhouse/sink.ts';
 import { tableForEventType } from '../src/sinks/clickhouse/tables.ts';

@@ -1,7 +1,7 @@
 import { CompressionTypes, Kafka, logLevel, Partitioners } from 'kafkajs';
 import { createLogger } from '../src/logger.ts';
-import { parseKafkaSinkConfig } from '../src/sinks/kafka/config.ts';
 import { encodeMessages } from '../src/sinks/kafka/encode.ts';
+import { parseKafkaSinkConfig } from '../src/sinks/kafka/index.ts';
 import { createKafkaSink } from '../src/sinks/kafka/sink.ts';
 import { startKafka } from '../test/helpers/kafka.ts';
 import { recordBatches } from './lib/records.ts';

@@ -1,5 +1,6 @@
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
+import { type PortRange, parsePortRange } from './net/port-choice.ts';
 
 /** Every setting of the service, read once from the environment at start. */
 export interface Config {
@@ -80,6 +81,10 @@ export interface Config {
   certJobLeaseMs: number;
   /** Longest wait between retries of a failing certificate job, ms. */
   certRetryMaxMs: number;
+  /** Ports reserved TCP addresses are allocated from, in every region. */
+  tcpAddrPorts: PortRange;
+  /** How long an instance trusts its cached IP restrictions of an account (changes made elsewhere). */
+  ipRestrictionCacheTtlMs: number;
 }
 
 /** A configuration value that prevents the service from starting. */
@@ -163,6 +168,14 @@ function hostPort(env: Env, name: string): string | undefined {
     throw new ConfigError(name, `must be host:port, got "${raw}"`);
   }
   return raw;
+}
+
+function portRange(env: Env, name: string, fallback: string): PortRange {
+  try {
+    return parsePortRange(env[name] || fallback);
+  } catch (error) {
+    throw new ConfigError(name, (error as Error).message);
+  }
 }
 
 /** A 32-byte key written as 64 hex digits or in base64; `name` says where it came from. */
@@ -283,5 +296,7 @@ export function loadConfig(env: Env = process.env): Config {
     certPollMs: integer(env, 'CERT_POLL_MS', 5_000, 0, 3_600_000),
     certJobLeaseMs: integer(env, 'CERT_JOB_LEASE_MS', 300_000, 1_000, 86_400_000),
     certRetryMaxMs: integer(env, 'CERT_RETRY_MAX_MS', 3_600_000, 1_000, 86_400_000),
+    tcpAddrPorts: portRange(env, 'TCP_ADDR_PORTS', '20000-29999'),
+    ipRestrictionCacheTtlMs: integer(env, 'IP_RESTRICTION_CACHE_TTL_MS', 5_000, 0, 3_600_000),
   };
 }

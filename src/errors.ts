@@ -30,10 +30,15 @@ export const ERROR_CODES = {
   ERR_INVALID_TARGET: { status: 400, connect: Code.InvalidArgument, retriable: false },
   ERR_DESTINATION_IN_USE: { status: 409, connect: Code.FailedPrecondition, retriable: false },
   ERR_DESTINATION_BACKLOG: { status: 409, connect: Code.FailedPrecondition, retriable: true },
+  ERR_IP_RESTRICTED: { status: 403, connect: Code.PermissionDenied, retriable: false },
+  ERR_IP_RESTRICTION_LOCKOUT: { status: 409, connect: Code.FailedPrecondition, retriable: false },
+  ERR_NO_FREE_PORT: { status: 409, connect: Code.ResourceExhausted, retriable: false },
   ERR_RATE_LIMITED: { status: 429, connect: Code.ResourceExhausted, retriable: true },
   ERR_BACKPRESSURE: { status: 503, connect: Code.ResourceExhausted, retriable: true },
   ERR_UNAVAILABLE: { status: 503, connect: Code.Unavailable, retriable: true },
   ERR_INTERNAL: { status: 500, connect: Code.Internal, retriable: true },
+  // An ingest client that went away mid-request: counted under this code, never answered.
+  ERR_CLIENT_GONE: { status: 499, connect: Code.Canceled, retriable: true },
   // Answered on the connection, before a request exists (Node's HTTP parser or the socket).
   ERR_MALFORMED_REQUEST: { status: 400, connect: Code.InvalidArgument, retriable: false },
   ERR_REQUEST_TIMEOUT: { status: 408, connect: Code.DeadlineExceeded, retriable: true },
@@ -86,7 +91,7 @@ export class AppError extends Error {
   }
 }
 
-/** The JSON error body of DESIGN.md §4. */
+/** The JSON error body (docs/decisions.md#error-body). */
 export function errorBody(error: AppError, operationId: string) {
   return {
     error_code: error.code,

@@ -1,4 +1,5 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { SINKS } from './sinks/index.ts';
 
 // Prometheus metrics, named <area>_<thing>_<unit>; updated per request and per batch, never per
 // event. Labels stay bounded: sink kind and status, never a destination or account id.
@@ -8,7 +9,7 @@ export function createMetrics() {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'agent_ingress_' });
   const registers = [registry];
-  return {
+  const metrics = {
     registry,
     ingestRequests: new Counter({
       name: 'agent_ingress_ingest_requests_total',
@@ -96,6 +97,13 @@ export function createMetrics() {
       registers,
     }),
   };
+  // Every kind of sink is shown from the start, at zero: a dashboard need not wait for traffic.
+  for (const { kind: sink } of SINKS) {
+    metrics.recordsDelivered.inc({ sink }, 0);
+    metrics.recordsSpooled.inc({ sink }, 0);
+    for (const retriable of ['true', 'false']) metrics.sinkErrors.inc({ sink, retriable }, 0);
+  }
+  return metrics;
 }
 
 /** The metrics every component records into. */

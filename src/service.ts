@@ -11,6 +11,7 @@ import { createMetrics } from './metrics.ts';
 import { createPipeline, type Pipeline } from './pipeline/pipeline.ts';
 import { type Keyring, loadKeyring } from './secrets.ts';
 import { migrateFileLayout } from './sinks/file/layout.ts';
+import { resealObjectSecrets } from './store/account-objects.ts';
 import type { Db } from './store/db.ts';
 import { fileDestinationPaths, resealDestinationSecrets } from './store/event-destinations.ts';
 import { openStore } from './store/index.ts';
@@ -44,7 +45,10 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   let pipeline: Pipeline | undefined;
   try {
     const resealed = await resealDestinationSecrets(db, keyring);
-    if (resealed > 0) logger.info({ destinations: resealed }, 'destination secrets re-encrypted');
+    const resealedObjects = await resealObjectSecrets(db, keyring);
+    if (resealed + resealedObjects > 0) {
+      logger.info({ destinations: resealed, objects: resealedObjects }, 'secrets re-encrypted');
+    }
     await migrateFileLayout(config.dataDir, () => fileDestinationPaths(db), logger);
     const firstKey = await bootstrapFirstKey(db, config);
     const metrics = createMetrics();

@@ -18,11 +18,21 @@ try {
   if (!isMainThread) setPriority(Number(readlinkSync('/proc/thread-self').split('/').at(-1)), 10);
 } catch {}
 
-/** Routes one Publish request. */
+/**
+ * Routes one Publish request. A bug in routing is answered as `failed`, so that a task the pool
+ * rejects always means trouble with the pool itself (a worker that died or ran out of memory).
+ */
 export default function routeEvents(task: RouteTask): RouteResult {
-  if (task.config !== undefined && routing?.version !== task.config.version) {
-    routing = compileRouting(task.config);
+  try {
+    if (task.config !== undefined && routing?.version !== task.config.version) {
+      routing = compileRouting(task.config);
+    }
+    if (routing === undefined || routing.version !== task.version) return { kind: 'need-config' };
+    return routeRequest(routing, task.request, task.receivedAt, task.maxEvents);
+  } catch (error) {
+    return {
+      kind: 'failed',
+      message: error instanceof Error ? (error.stack ?? error.message) : String(error),
+    };
   }
-  if (routing === undefined || routing.version !== task.version) return { kind: 'need-config' };
-  return routeRequest(routing, task.request, task.receivedAt, task.maxEvents);
 }

@@ -2,7 +2,7 @@ import { create, toBinary } from '@bufbuild/protobuf';
 import { PublishRequestSchema } from '../../src/gen/agent_ingress/ingest/v0/ingest_pb.ts';
 import { routeRequest } from '../../src/pipeline/route-events.ts';
 import { compileRouting } from '../../src/pipeline/routing.ts';
-import type { Batch, EventRecord } from '../../src/pipeline/types.ts';
+import type { Batch, EventRecord } from '../../src/sinks/types.ts';
 import { generateEvents } from '../../test/helpers/events.ts';
 
 // Delivery records exactly as the route-events worker makes them (routeRequest over binary

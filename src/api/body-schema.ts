@@ -1,4 +1,5 @@
-import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
+import { createRequire } from 'node:module';
+import type { Ajv2020, ErrorObject, ValidateFunction } from 'ajv/dist/2020.js';
 import { AppError } from '../errors.ts';
 import type { JsonSchema, Resource } from './resources.ts';
 import type { ShapeCodes } from './validate.ts';
@@ -12,12 +13,17 @@ const BYTES = 'x-max-utf8-bytes';
 const NOT_UPDATABLE = 'x-not-updatable';
 
 let ajv: Ajv2020 | undefined;
+
+/** Ajv, loaded on the first request that needs it (it costs ~30 ms of start-up otherwise). */
+function loadAjv(): typeof Ajv2020 {
+  return createRequire(import.meta.url)('ajv/dist/2020.js').Ajv2020;
+}
 const validators = new WeakMap<JsonSchema, ValidateFunction>();
 
 function validator(schema: JsonSchema): ValidateFunction {
   let validate = validators.get(schema);
   if (validate !== undefined) return validate;
-  ajv ??= new Ajv2020({ allErrors: true, strict: false, validateFormats: false, verbose: true })
+  ajv ??= new (loadAjv())({ allErrors: true, strict: false, validateFormats: false, verbose: true })
     .addKeyword({
       keyword: BYTES,
       type: 'string',
@@ -142,6 +148,21 @@ function kindOf(schema: JsonSchema): string {
     .join(' or ');
 }
 
+const count = (n: number, what: string) => (n === 1 ? `one ${what}` : `${n} ${what}s`);
+
+/** Ajv's other keywords in the catalogue's words. */
+const WORDS: Record<string, (params: { limit: number; pattern: string }) => string> = {
+  minItems: ({ limit }) => `must have at least ${count(limit, 'item')}`,
+  maxItems: ({ limit }) => `must have at most ${count(limit, 'item')}`,
+  uniqueItems: () => 'must not name the same value twice',
+  minLength: ({ limit }) => `must be at least ${count(limit, 'character')} long`,
+  minimum: ({ limit }) => `must be at least ${limit}`,
+  maximum: ({ limit }) => `must be at most ${limit}`,
+  pattern: ({ pattern }) => `must match ${pattern}`,
+  minProperties: ({ limit }) => `must have at least ${count(limit, 'key')}`,
+  maxProperties: ({ limit }) => `must have at most ${count(limit, 'key')}`,
+};
+
 /** An Ajv error as the catalogue's error; `where` names the checked value. */
 export function toAppError(error: ErrorObject, where: string, codes: ShapeCodes): AppError {
   const field = dotted(where, error.instancePath);
@@ -190,6 +211,12 @@ export function toAppError(error: ErrorObject, where: string, codes: ShapeCodes)
         { field, max_chars: error.schema },
       );
     default:
-      return new AppError(codes.invalid, `"${field}" ${error.message}`, { field });
+      return new AppError(
+        codes.invalid,
+        `"${field}" ${WORDS[error.keyword]?.(error.params as { limit: number; pattern: string }) ?? error.message}`,
+        {
+          field,
+        },
+      );
   }
 }

@@ -1,4 +1,5 @@
 import type { Config } from '../config.ts';
+import type { RestrictionCache } from '../net/restriction-cache.ts';
 import type { TestDelivery } from '../pipeline/test-delivery.ts';
 import type { Keyring } from '../secrets.ts';
 import type { Db } from '../store/db.ts';
@@ -18,4 +19,9 @@ export interface ApiDeps {
    * the route has already checked that the account owns it. Absent: the action answers 503.
    */
   testDestination?: (accountId: string, id: string) => Promise<TestDelivery>;
+  /**
+   * The accounts' IP restrictions (createIpRestrictions), to share with other listeners (agents,
+   * endpoints) that check them; absent, the REST API makes its own.
+   */
+  ipRestrictions?: RestrictionCache;
 }

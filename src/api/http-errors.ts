@@ -35,7 +35,7 @@ function fromFastify(error: FastifyError): AppError | undefined {
 }
 
 /**
- * Every 4xx/5xx gets the error body of DESIGN.md §4; unexpected errors are logged, never shown.
+ * Every 4xx/5xx gets the error body of docs/decisions.md#error-body; unexpected errors are logged, never shown.
  * Requests that arrive while the server closes get 503 ERR_UNAVAILABLE (Fastify's own
  * return503OnClosing answers with another body, so it is off).
  */
@@ -73,7 +73,7 @@ export function installErrorHandlers(app: FastifyInstance): void {
 /**
  * Fastify's `frameworkErrors` option: errors its router raises before any route or hook runs (a
  * path that does not percent-decode, a path parameter over maxParamLength), which otherwise get
- * Fastify's own body instead of DESIGN.md §4's.
+ * Fastify's own body instead of ours (docs/decisions.md#error-body).
  */
 export function frameworkErrors(
   error: FastifyError,

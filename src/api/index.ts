@@ -1,12 +1,17 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { createApiKeyAuth } from '../auth/api-key-auth.ts';
 import { AppError } from '../errors.ts';
+import { createIpRestrictions } from '../net/account-restrictions.ts';
 import { accountRoutes } from './account.ts';
 import { agentIngressRoutes } from './agent-ingresses/routes.ts';
 import { apiKeyRoutes } from './api-keys/routes.ts';
 import type { ApiDeps } from './deps.ts';
 import { eventDestinationRoutes } from './event-destinations/routes.ts';
 import { eventSubscriptionRoutes } from './event-subscriptions/routes.ts';
+import {
+  createIpRestrictionHook,
+  createRestrictionInvalidation,
+} from './ip-restrictions/enforce.ts';
 import { FAMILIES } from './objects/families.ts';
 import { familyRoutes } from './objects/routes.ts';
 import { createRateLimitHook } from './rate-limit.ts';
@@ -56,6 +61,12 @@ export async function restApi(
     reply.header('ngrok-operation-id', request.id);
   });
   app.addHook('onRequest', createApiKeyAuth(deps.db));
+  // After auth (the key names the account) and before the rate limit (a refused caller spends
+  // no budget of the key's legitimate users).
+  const ipRestrictions =
+    deps.ipRestrictions ?? createIpRestrictions(deps.db, deps.config.ipRestrictionCacheTtlMs);
+  app.addHook('onRequest', createIpRestrictionHook(ipRestrictions));
+  app.addHook('onSend', createRestrictionInvalidation(ipRestrictions));
   // After auth, so the limit is per API key and unauthenticated requests spend no one's budget.
   app.addHook(
     'onRequest',

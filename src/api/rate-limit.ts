@@ -9,7 +9,7 @@ import { AppError } from '../errors.ts';
 //
 // Not @fastify/rate-limit: it would be a new dependency for ~60 lines, its key must be derived
 // before our auth hook has run unless it is moved to a later hook, and its 429 body needs an
-// errorResponseBuilder to match DESIGN.md §4; here the limit is one hook after authentication
+// errorResponseBuilder to match docs/decisions.md#error-body; here the limit is one hook after authentication
 // that throws our own AppError, so the error handler writes the standard body.
 
 /** The limit's settings: the sustained rate and the burst a key may spend at once. */

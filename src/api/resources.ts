@@ -1,4 +1,5 @@
 import { AppError } from '../errors.ts';
+import { SINKS } from '../sinks/index.ts';
 import type { TextBound } from './validate.ts';
 
 // Every REST resource, declared once: its fields (JSON Schema, bounds, which are required,
@@ -91,7 +92,7 @@ export const COMMON: Record<string, Field> = {
   },
 };
 
-/** description and metadata, bounded in UTF-8 bytes (SPEC.md) or, for subscriptions, characters. */
+/** description and metadata, bounded in UTF-8 bytes or, for subscriptions, characters. */
 export function describedBy(unit: 'maxBytes' | 'maxChars'): Record<string, Field> {
   const bound = (max: number) =>
     unit === 'maxBytes' ? { maxLength: max, 'x-max-utf8-bytes': max } : { maxLength: max };
@@ -117,40 +118,12 @@ export function object(
   return { type: 'object', properties, required, additionalProperties: false };
 }
 
-const num = { type: 'number' } as const;
 export const strings = { type: 'array', items: str } as const;
-const secret = { ...str, writeOnly: true } as const;
-const secretSet = { type: 'boolean', readOnly: true } as const;
 
-/** The target kinds this deployment delivers to, as requests give them (target.ts checks values). */
-export const TARGET_SHAPES: Record<'file' | 'kafka' | 'clickhouse', JsonSchema> = {
-  file: object({ path: str, max_file_bytes: num, max_file_age_ms: num }, ['path']),
-  kafka: object(
-    {
-      brokers: { ...strings, description: '"host:port" strings' },
-      topic: str,
-      client_id: str,
-      compression: { ...str, description: 'none or gzip' },
-      sasl: object({ mechanism: str, username: str, password: secret, password_set: secretSet }, [
-        'mechanism',
-        'username',
-      ]),
-      tls: { type: 'boolean' },
-    },
-    ['brokers', 'topic'],
-  ),
-  clickhouse: object(
-    {
-      url: str,
-      database: str,
-      table_prefix: str,
-      user: str,
-      password: secret,
-      password_set: secretSet,
-    },
-    ['url'],
-  ),
-};
+/** The target kinds this deployment delivers to: each sink's own settings schema. */
+export const TARGET_SHAPES: Record<string, JsonSchema> = Object.fromEntries(
+  SINKS.map((sink) => [sink.kind, { ...sink.settings, description: sink.doc }]),
+);
 
 /** An Agent Ingress's certificate policy; an omitted value takes the first choice. */
 export const CERT_POLICY_SHAPE = object({
@@ -162,9 +135,16 @@ export const CERT_POLICY_SHAPE = object({
 export const SOURCE_UPDATE_SCHEMA = object({
   filter: { ...str, description: 'CEL filter; empty: every event' },
   fields: { ...strings, description: 'field selection; empty: every field' },
+  sample_rate: {
+    type: 'number',
+    exclusiveMinimum: 0,
+    maximum: 1,
+    description:
+      'share of the events passing the filter that are delivered, chosen by event id (the same on every instance and retry); 1: every event',
+  },
 });
 
-/** An event source: its event type, filter and field selection. */
+/** An event source: its event type, filter, field selection and sample rate. */
 export const SOURCE_SCHEMA = object(
   {
     type: { ...str, description: 'event type, e.g. http_request_complete.v0' },

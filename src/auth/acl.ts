@@ -1,6 +1,6 @@
 import { AppError } from '../errors.ts';
 
-// A credential's acl (SPEC.md, Authentication): `bind:<domain>` rules, a domain that may start
+// A credential's acl (the spec's Authentication rules, docs/decisions.md): `bind:<domain>` rules, a domain that may start
 // with `*.` to match every name under it, or `*` alone, which allows everything. No acl (or an
 // empty one) means no restriction. Shared by tunnel credentials and SSH public keys; the agent
 // listener asks `aclAllows` before it binds a hostname.

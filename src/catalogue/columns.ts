@@ -2,7 +2,7 @@ import type { TrafficEventType } from './event-types.ts';
 import { trafficFields } from './fields.ts';
 import type { ColumnSpec } from './types.ts';
 
-// ClickHouse columns follow the envelope of DESIGN.md §4 ("Event envelope"): the envelope
+// ClickHouse columns follow the envelope (docs/decisions.md#envelope): the envelope
 // fields first, then one column per catalogue leaf, read from `object`.
 
 /** The envelope columns every event table starts with. */

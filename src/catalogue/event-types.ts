@@ -4,7 +4,7 @@ import {
   TcpConnectionClosedSchema,
 } from '../gen/agent_ingress/events/v0/traffic_pb.ts';
 
-/** Traffic event kinds and the proto message holding each one's field table (SPEC.md "Events"). */
+/** Traffic event kinds and the proto message holding each one's field table (docs/decisions.md#catalogue). */
 export const trafficEventSchemas = {
   'http_request_complete.v0': HttpRequestCompleteSchema,
   'tcp_connection_closed.v0': TcpConnectionClosedSchema,
@@ -13,14 +13,14 @@ export const trafficEventSchemas = {
 /** The name of a traffic event kind; the only kinds that take filters and field selection. */
 export type TrafficEventType = keyof typeof trafficEventSchemas;
 
-/** Every traffic event kind, in SPEC.md's order. */
+/** Every traffic event kind, in the specification's order. */
 export const TRAFFIC_EVENT_TYPES: readonly TrafficEventType[] = Object.freeze(
   Object.keys(trafficEventSchemas) as TrafficEventType[],
 );
 
 /**
  * Account objects whose create, update and delete emit `<resource>_{created,updated,deleted}.v0`:
- * SPEC.md's audit catalogue plus agent_ingress (DESIGN.md §4 "Audit events for Agent Ingress").
+ * The specification's audit catalogue plus agent_ingress (docs/decisions.md#audit-events).
  */
 export const AUDIT_RESOURCES = Object.freeze([
   'agent_ingress',

@@ -6,7 +6,7 @@ import type { FieldKind, FieldSpec } from './types.ts';
 
 // The leaf fields of a traffic kind are found by walking its proto descriptor: a message field
 // is a group (recursed into) unless it is a Timestamp; everything else is a leaf. The field
-// names are the proto names, which are SPEC.md's names, so the dotted path is SPEC's name.
+// names are the proto names, which are the event tables' names, so the dotted path is the field's name there.
 
 const TIMESTAMP = 'google.protobuf.Timestamp';
 const STRUCT = 'google.protobuf.Struct';

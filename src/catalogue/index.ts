@@ -1,4 +1,4 @@
-// The event catalogue, derived from the proto descriptors in src/gen (DESIGN.md §3): the one
+// The event catalogue, derived from the proto descriptors in src/gen (docs/decisions.md#catalogue): the one
 // place the rest of the service learns event kinds, fields, JSON shape and columns from.
 
 export { auditColumns, clickhouseColumns } from './columns.ts';
@@ -30,8 +30,6 @@ export type { ColumnSpec, FieldKind, FieldSpec } from './types.ts';
 export {
   type DecodedEvent,
   decodePublishRequest,
-  TooManyEventsError,
-  WireFormatError,
   type WireToJson,
   wireToJson,
 } from './wire-decode.ts';

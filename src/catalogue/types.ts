@@ -11,12 +11,12 @@ export type FieldKind =
 
 /** One leaf field of an event kind, derived from the proto descriptors (never typed by hand). */
 export interface FieldSpec {
-  /** Dotted name as in SPEC.md, e.g. `conn.client_ip`. */
+  /** Dotted name as in the event tables, e.g. `conn.client_ip`. */
   name: string;
   /** Path in the event's JSON object, e.g. ['conn', 'client_ip']. */
   path: string[];
   kind: FieldKind;
-  /** SPEC.md marks it Filterable: usable in CEL filters. */
+  /** Marked Filterable: usable in CEL filters (docs/decisions.md#filters). */
   filterable: boolean;
 }
 

@@ -6,7 +6,7 @@ import { fieldKindOf } from './fields.ts';
 import type { Int64Json } from './int64-json.ts';
 import { timestampToJson } from './timestamp-json.ts';
 import type { EventJson } from './to-json.ts';
-import * as runtime from './wire-reader.ts';
+import * as reader from './wire-reader.ts';
 import {
   fieldNamed,
   type MessageInfo,
@@ -15,15 +15,14 @@ import {
   WIRE_LEN,
   WIRE_VARINT,
 } from './wire-reader.ts';
-
-export { TooManyEventsError, WireFormatError } from './wire-reader.ts';
+import { stringListEntry, struct } from './wire-struct.ts';
 
 // Decodes the protobuf wire format of a PublishRequest straight to the catalogue's JSON shape:
 // for every event, the object `trafficToJson(type)(fromBinary(...))` would give, without the
 // protobuf-es message in between. bench/decode-micro.ts: ~15 µs per event for fromBinary +
 // trafficToJson, ~5 µs for this, of which ~1.7 µs is V8 building the header objects (keys in
 // ever new orders make new hidden classes; both paths pay that). Like to-json, each message
-// type gets a function generated from its descriptor (DESIGN.md §3: the descriptors stay the
+// type gets a function generated from its descriptor (docs/decisions.md#catalogue: the descriptors stay the
 // one source of truth): one `switch` over the tags it declares, writing constant property
 // names. The generated source holds only numbers, property names checked to be plain
 // identifiers, and descriptor names in comments, reduced to [A-Za-z0-9_.].
@@ -35,7 +34,10 @@ export { TooManyEventsError, WireFormatError } from './wire-reader.ts';
 // more than once hold: the last scalar wins, repeated fields and map entries accumulate, and a
 // singular message merges into the earlier occurrence — which is why timestamps stay
 // {seconds, nanos} while an event is decoded and are formatted at its end. Malformed input
-// throws a WireFormatError (see wire-reader.ts for where this is stricter than protobuf-es).
+// throws ERR_INVALID_EVENTS (see wire-reader.ts for where this is stricter than protobuf-es).
+
+/** What the generated code calls: the reader's primitives and the two nested shapes. */
+const runtime = { ...reader, stringListEntry, struct };
 
 /** One event of a PublishRequest: its envelope fields and its payload as catalogue JSON. */
 export interface DecodedEvent {
@@ -70,12 +72,12 @@ function identifier(desc: DescMessage, field: DescField): string {
 
 // The length of a length-delimited value into `n`, checked against the message's end.
 const READ_LENGTH =
-  'let n = buf[pos]; if (n < 128 && pos < end) pos++; else { n = varint32(buf, pos, end); pos = c.pos; }\n' +
+  'let n = buf[pos]; if (n < 128 && pos < end) pos++; else { n = varint32(c, buf, pos, end); pos = c.pos; }\n' +
   '        if (n > end - pos) overrun(n, pos, end);';
 
 // A varint value into `target` by `slow` (int32 | int64 | bool); one-byte values inline.
 function readVarint(target: string, slow: string, small: string): string {
-  return `{ const b = buf[pos]; if (b < 128 && pos < end) { ${target} = ${small}; pos++; } else { ${target} = ${slow}(buf, pos, end); pos = c.pos; } break; }`;
+  return `{ const b = buf[pos]; if (b < 128 && pos < end) { ${target} = ${small}; pos++; } else { ${target} = ${slow}(c, buf, pos, end); pos = c.pos; } break; }`;
 }
 
 /**
@@ -140,11 +142,11 @@ class Unit {
             throw new Error(`wire decode: map ${desc.typeName}.${field.name} has no string keys`);
           }
           initial = '{}';
-          body = `{ ${READ_LENGTH}\n        stringListEntry(buf, pos, pos + n, ${slot}, depth); pos += n; break; }`;
+          body = `{ ${READ_LENGTH}\n        stringListEntry(c, buf, pos, pos + n, ${slot}, depth); pos += n; break; }`;
           break;
         case 'json':
           initial = '[]';
-          body = `{ ${READ_LENGTH}\n        const s = {}; struct(buf, pos, pos + n, s, depth + 1); ${slot}.push(s); pos += n; break; }`;
+          body = `{ ${READ_LENGTH}\n        const s = {}; struct(c, buf, pos, pos + n, s, depth + 1); ${slot}.push(s); pos += n; break; }`;
           break;
         case 'int32':
           wireType = WIRE_VARINT;
@@ -169,7 +171,7 @@ class Unit {
       cases.push(`      case ${tagOf(field.number, wireType)}: ${comment(name)}\n        ${body}`);
     }
     this.visiting.delete(desc);
-    const i = this.infos.push(runtime.messageInfo(desc, wireTypes)) - 1;
+    const i = this.infos.push(reader.messageInfo(desc, wireTypes)) - 1;
     this.index.set(desc, i);
     this.chunks.push(
       `${comment(desc.typeName)}\nfunction n${i}() {\n  return { ${defaults.join(', ')} };\n}\n` +
@@ -204,7 +206,8 @@ class Unit {
   compile(exports: string): Record<string, unknown> {
     const source = [
       "'use strict';",
-      'const { cursor: c, tag, varint32, int32, int64, bool, string, skip, overrun, tooDeep, tooManyEvents, stringListEntry, struct } = R;',
+      'const { tag, varint32, int32, int64, bool, string, skip, overrun, tooDeep, tooManyEvents, stringListEntry, struct } = R;',
+      'const c = R.newCursor();',
       ...this.chunks,
       `return { ${exports} };`,
     ].join('\n');
@@ -221,10 +224,10 @@ class Unit {
 function loop(cases: string[], info: string): string {
   return (
     '  while (pos < end) {\n' +
-    '    let t = buf[pos]; if (t < 128) pos++; else { t = tag(buf, pos, end); pos = c.pos; }\n' +
+    '    let t = buf[pos]; if (t < 128) pos++; else { t = tag(c, buf, pos, end); pos = c.pos; }\n' +
     '    switch (t) {\n' +
     `${cases.join('\n')}\n` +
-    `      default:\n        pos = skip(buf, pos, end, t, depth, ${info});\n` +
+    `      default:\n        pos = skip(c, buf, pos, end, t, depth, ${info});\n` +
     '    }\n  }\n'
   );
 }
@@ -312,10 +315,10 @@ function compileRequestDecoder(): RequestDecoder {
     finishes.push(`  if (type === ${literal}) ${unit.finisher(field.message)}(object);`);
   }
   const wireTypes = new Map([...envelope].map((f) => [f.number, WIRE_LEN] as [number, number]));
-  const eventInfo = unit.infos.push(runtime.messageInfo(EventSchema, wireTypes)) - 1;
+  const eventInfo = unit.infos.push(reader.messageInfo(EventSchema, wireTypes)) - 1;
   const requestInfo =
     unit.infos.push(
-      runtime.messageInfo(PublishRequestSchema, new Map([[events.number, WIRE_LEN]])),
+      reader.messageInfo(PublishRequestSchema, new Map([[events.number, WIRE_LEN]])),
     ) - 1;
   unit.add(
     `${comment(EventSchema.typeName)}\nfunction decodeEvent(buf, pos, end, depth) {\n` +
@@ -335,12 +338,12 @@ function compileRequestDecoder(): RequestDecoder {
       `${comment(PublishRequestSchema.typeName)}\nfunction decodeRequest(buf, maxEvents) {\n` +
       '  const end = buf.length; const events = []; let pos = 0;\n' +
       '  while (pos < end) {\n' +
-      '    let t = buf[pos]; if (t < 128) pos++; else { t = tag(buf, pos, end); pos = c.pos; }\n' +
+      '    let t = buf[pos]; if (t < 128) pos++; else { t = tag(c, buf, pos, end); pos = c.pos; }\n' +
       `    if (t === ${tagOf(events.number, WIRE_LEN)}) {\n` +
       `      ${READ_LENGTH}\n` +
       '      if (events.length === maxEvents) tooManyEvents(maxEvents);\n' +
       '      events.push(decodeEvent(buf, pos, pos + n, 2)); pos += n;\n' +
-      `    } else pos = skip(buf, pos, end, t, 1, I[${requestInfo}]);\n` +
+      `    } else pos = skip(c, buf, pos, end, t, 1, I[${requestInfo}]);\n` +
       '  }\n  return events;\n}',
   );
   return unit.compile('decodeRequest').decodeRequest as RequestDecoder;
@@ -351,7 +354,7 @@ let requestDecoder: RequestDecoder | undefined;
 
 /**
  * Decodes a binary PublishRequest to its events, each payload in the catalogue's JSON shape.
- * Throws a WireFormatError on malformed input, and a TooManyEventsError before decoding an event
+ * Throws ERR_INVALID_EVENTS on malformed input, and ERR_BODY_TOO_LARGE before decoding an event
  * past `maxEvents`. Validation (account id, payload present, event id, timestamp range) is the
  * caller's: the envelope's values are returned as sent.
  */

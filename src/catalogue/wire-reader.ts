@@ -1,12 +1,10 @@
 import { Buffer } from 'node:buffer';
 import type { DescField, DescMessage } from '@bufbuild/protobuf';
-import { ListValueSchema, StructSchema, ValueSchema } from '@bufbuild/protobuf/wkt';
-import { StringListSchema } from '../gen/agent_ingress/events/v0/traffic_pb.ts';
+import { AppError } from '../errors.ts';
 import { type Int64Json, int64FromHalves } from './int64-json.ts';
 
-// The runtime of the generated wire decoders (wire-decode.ts): varint slow paths, strings,
-// skipping unknown fields, the map<string, StringList> entries and google.protobuf.Struct as
-// JSON. Every read is bounded by the end of the message it belongs to, so a length that points
+// The runtime of the generated wire decoders (wire-decode.ts): varint slow paths, strings and
+// skipping unknown fields (wire-struct.ts reads header maps and google.protobuf.Struct). Every read is bounded by the end of the message it belongs to, so a length that points
 // past its message, a truncated varint or a truncated field throws instead of reading the
 // neighbour's bytes.
 //
@@ -30,8 +28,15 @@ export const WIRE_START_GROUP = 3;
 export const WIRE_END_GROUP = 4;
 export const WIRE_32BIT = 5;
 
-/** The position after the value the last slow-path read decoded; read right after the call. */
-export const cursor = { pos: 0 };
+/**
+ * Where a slow-path read leaves what it cannot return with its value: the position after the
+ * value, and a 64-bit varint's halves. Each decoder has its own (see wire-decode.ts), passed to
+ * every read; read `pos` right after the call.
+ */
+export type Cursor = { pos: number; lo: number; hi: number };
+
+/** A decoder's cursor. */
+export const newCursor = (): Cursor => ({ pos: 0, lo: 0, hi: 0 });
 
 /** The tag of a field: field number and wire type in one varint value. */
 export function tagOf(fieldNo: number, wireType: number): number {
@@ -61,13 +66,9 @@ export function messageInfo(desc: DescMessage, wireTypes: Map<number, number>): 
   return { typeName: desc.typeName, fields };
 }
 
-/** Bytes that are not a valid encoding of the message being decoded. */
-export class WireFormatError extends Error {
-  override name = 'WireFormatError';
-}
-
+// Bytes that are not a valid encoding of the message being decoded: the client's bad events.
 function fail(message: string): never {
-  throw new WireFormatError(message);
+  throw new AppError('ERR_INVALID_EVENTS', message);
 }
 
 export function truncated(pos: number): never {
@@ -79,14 +80,9 @@ export function overrun(length: number, pos: number, end: number): never {
   return fail(`length ${length} at byte ${pos} runs past the end of its message (byte ${end})`);
 }
 
-/** A request carrying more events than its reader allows: it was not decoded past the limit. */
-export class TooManyEventsError extends Error {
-  override name = 'TooManyEventsError';
-}
-
-/** Stops a decode at the event past `max`. */
+/** Stops a decode at the event past `max`: the request was not decoded past the limit. */
 export function tooManyEvents(max: number): never {
-  throw new TooManyEventsError(`more than ${max} events`);
+  throw new AppError('ERR_BODY_TOO_LARGE', `more than ${max} events`);
 }
 
 export function tooDeep(typeName: string): never {
@@ -97,7 +93,7 @@ export function tooDeep(typeName: string): never {
  * A 32-bit varint starting at `pos` (its first byte included). Like protobuf-es's reader: up to
  * 10 bytes, the bits above 32 are dropped; returned unsigned, `| 0` makes it an int32.
  */
-export function varint32(buf: Uint8Array, pos: number, end: number): number {
+export function varint32(c: Cursor, buf: Uint8Array, pos: number, end: number): number {
   let result = 0;
   for (let i = 0; i < 10; i++) {
     if (pos >= end) truncated(pos);
@@ -105,7 +101,7 @@ export function varint32(buf: Uint8Array, pos: number, end: number): number {
     if (i < 4) result |= (b & 0x7f) << (7 * i);
     else if (i === 4) result |= (b & 0x0f) << 28;
     if (b < 0x80) {
-      cursor.pos = pos;
+      c.pos = pos;
       return result >>> 0;
     }
   }
@@ -113,73 +109,64 @@ export function varint32(buf: Uint8Array, pos: number, end: number): number {
 }
 
 /** An int32 field's value: a varint's low 32 bits, signed. */
-export function int32(buf: Uint8Array, pos: number, end: number): number {
-  return varint32(buf, pos, end) | 0;
+export function int32(c: Cursor, buf: Uint8Array, pos: number, end: number): number {
+  return varint32(c, buf, pos, end) | 0;
 }
 
 /** A tag: a varint of at most 5 bytes fitting in 32 bits (checked like protobuf-es). */
-export function tag(buf: Uint8Array, pos: number, end: number): number {
+export function tag(c: Cursor, buf: Uint8Array, pos: number, end: number): number {
   const start = pos;
-  const value = varint32(buf, pos, end);
-  const length = cursor.pos - start;
-  if (length > 5 || (length === 5 && buf[cursor.pos - 1] > 0x0f)) {
+  const value = varint32(c, buf, pos, end);
+  const length = c.pos - start;
+  if (length > 5 || (length === 5 && buf[c.pos - 1] > 0x0f)) {
     fail(`tag at byte ${start} overflows 32 bits`);
   }
   return value;
 }
 
-let lo = 0;
-let hi = 0;
-
-// A 64-bit varint into lo/hi, exactly as protobuf-es's varint64read splits it.
-function varint64(buf: Uint8Array, pos: number, end: number): void {
-  lo = 0;
-  hi = 0;
-  let b: number;
-  for (let shift = 0; shift < 28; shift += 7) {
+// A 64-bit varint into c.lo/c.hi, exactly as protobuf-es's varint64read splits it: 28 bits into
+// lo, then a byte shared by lo (4 bits) and hi (3 bits), then hi; at most 10 bytes.
+function varint64(c: Cursor, buf: Uint8Array, pos: number, end: number): void {
+  let lo = 0;
+  let hi = 0;
+  let b = 0x80;
+  for (let shift = 0; shift < 28 && b >= 0x80; shift += 7) {
     if (pos >= end) truncated(pos);
     b = buf[pos++];
     lo |= (b & 0x7f) << shift;
-    if (b < 0x80) {
-      cursor.pos = pos;
-      return;
-    }
   }
-  if (pos >= end) truncated(pos);
-  b = buf[pos++];
-  lo |= (b & 0x0f) << 28;
-  hi = (b & 0x70) >> 4;
-  if (b < 0x80) {
-    cursor.pos = pos;
-    return;
-  }
-  for (let shift = 3; shift <= 31; shift += 7) {
+  if (b >= 0x80) {
     if (pos >= end) truncated(pos);
     b = buf[pos++];
-    hi |= (b & 0x7f) << shift;
-    if (b < 0x80) {
-      cursor.pos = pos;
-      return;
+    lo |= (b & 0x0f) << 28;
+    hi = (b & 0x70) >> 4;
+    for (let shift = 3; shift <= 31 && b >= 0x80; shift += 7) {
+      if (pos >= end) truncated(pos);
+      b = buf[pos++];
+      hi |= (b & 0x7f) << shift;
     }
+    if (b >= 0x80) fail(`varint longer than 10 bytes before byte ${pos}`);
   }
-  fail(`varint longer than 10 bytes before byte ${pos}`);
+  c.lo = lo;
+  c.hi = hi;
+  c.pos = pos;
 }
 
 /**
  * An int64 field's value as the catalogue's JSON has it (int64-json.ts): a JS number up to 2⁵³
  * in magnitude, beyond that the raw JSON of its exact digits.
  */
-export function int64(buf: Uint8Array, pos: number, end: number): Int64Json {
-  varint64(buf, pos, end);
+export function int64(c: Cursor, buf: Uint8Array, pos: number, end: number): Int64Json {
+  varint64(c, buf, pos, end);
   // Small values stay small integers (Smis): JSON.stringify writes those faster than doubles.
-  if (hi === 0 && lo >= 0) return lo;
-  return int64FromHalves(hi, lo);
+  if (c.hi === 0 && c.lo >= 0) return c.lo;
+  return int64FromHalves(c.hi, c.lo);
 }
 
 /** A bool field's value: any non-zero varint (read as 64 bits, like protobuf-es). */
-export function bool(buf: Uint8Array, pos: number, end: number): boolean {
-  varint64(buf, pos, end);
-  return lo !== 0 || hi !== 0;
+export function bool(c: Cursor, buf: Uint8Array, pos: number, end: number): boolean {
+  varint64(c, buf, pos, end);
+  return c.lo !== 0 || c.hi !== 0;
 }
 
 const f64 = new Float64Array(1);
@@ -253,6 +240,7 @@ function uncached(buf: Uint8Array, start: number, end: number): string {
  * error, as are field number 0, wire types 6 and 7 and an end-group tag without its start.
  */
 export function skip(
+  c: Cursor,
   buf: Uint8Array,
   pos: number,
   end: number,
@@ -269,7 +257,7 @@ export function skip(
       `field ${info.typeName}.${known.name} (${fieldNo}) has wire type ${wireType}, expected ${known.wireType}, before byte ${pos}`,
     );
   }
-  return skipValue(buf, pos, end, fieldNo, wireType, RECURSION_LIMIT - depth);
+  return skipValue(c, buf, pos, end, fieldNo, wireType, RECURSION_LIMIT - depth);
 }
 
 function checkTag(fieldNo: number, wireType: number, pos: number): void {
@@ -278,6 +266,7 @@ function checkTag(fieldNo: number, wireType: number, pos: number): void {
 }
 
 function skipValue(
+  c: Cursor,
   buf: Uint8Array,
   pos: number,
   end: number,
@@ -299,8 +288,8 @@ function skipValue(
       if (end - pos < 4) truncated(pos);
       return pos + 4;
     case WIRE_LEN: {
-      const length = varint32(buf, pos, end);
-      pos = cursor.pos;
+      const length = varint32(c, buf, pos, end);
+      pos = c.pos;
       if (length > end - pos) overrun(length, pos, end);
       return pos + length;
     }
@@ -308,8 +297,8 @@ function skipValue(
       if (budget <= 0) fail(`groups nested deeper than ${RECURSION_LIMIT} at byte ${pos}`);
       for (;;) {
         if (pos >= end) fail(`group ${fieldNo} not closed before byte ${end}`);
-        const t = tag(buf, pos, end);
-        pos = cursor.pos;
+        const t = tag(c, buf, pos, end);
+        pos = c.pos;
         const innerNo = t >>> 3;
         const innerType = t & 7;
         checkTag(innerNo, innerType, pos);
@@ -319,7 +308,7 @@ function skipValue(
           }
           return pos;
         }
-        pos = skipValue(buf, pos, end, innerNo, innerType, budget - 1);
+        pos = skipValue(c, buf, pos, end, innerNo, innerType, budget - 1);
       }
     }
     default:
@@ -338,261 +327,5 @@ export function setOwn(target: Record<string, unknown>, key: string, value: unkn
     });
   } else {
     target[key] = value;
-  }
-}
-
-// Map entries: key = 1, value = 2 (protobuf's map encoding).
-const ENTRY_KEY = tagOf(1, WIRE_LEN);
-const ENTRY_VALUE = tagOf(2, WIRE_LEN);
-const ENTRY_INFO: MessageInfo = {
-  typeName: 'map entry',
-  fields: { 1: { name: 'key', wireType: WIRE_LEN }, 2: { name: 'value', wireType: WIRE_LEN } },
-};
-
-// agent_ingress.events.v0.StringList, the values of one header.
-const STRING_LIST_VALUES = fieldNamed(StringListSchema, 'values');
-const STRING_LIST_VALUES_TAG = tagOf(STRING_LIST_VALUES.number, WIRE_LEN);
-const STRING_LIST_INFO = messageInfo(
-  StringListSchema,
-  new Map([[STRING_LIST_VALUES.number, WIRE_LEN]]),
-);
-
-/**
- * One entry of a map<string, StringList> into `out` as its own property `key`, as to-json does
- * (a later entry with the same key replaces the earlier one in place).
- */
-export function stringListEntry(
-  buf: Uint8Array,
-  pos: number,
-  end: number,
-  out: Record<string, string[]>,
-  depth: number,
-): void {
-  let key = '';
-  let values: string[] | undefined;
-  while (pos < end) {
-    let t = buf[pos];
-    if (t < 0x80) pos++;
-    else {
-      t = tag(buf, pos, end);
-      pos = cursor.pos;
-    }
-    if (t === ENTRY_KEY || t === ENTRY_VALUE) {
-      let n = buf[pos];
-      if (n < 0x80 && pos < end) pos++;
-      else {
-        n = varint32(buf, pos, end);
-        pos = cursor.pos;
-      }
-      if (n > end - pos) overrun(n, pos, end);
-      if (t === ENTRY_KEY) key = string(buf, pos, pos + n);
-      // A repeated value within one entry merges into the first, like a message field.
-      else values = stringList(buf, pos, pos + n, values, depth + 1);
-      pos += n;
-    } else {
-      pos = skip(buf, pos, end, t, depth, ENTRY_INFO);
-    }
-  }
-  setOwn(out, key, values === undefined ? [] : values);
-}
-
-// The values of a StringList appended to `values` (undefined until the first one: an array
-// literal of the first value is smaller and cheaper than pushing onto []).
-function stringList(
-  buf: Uint8Array,
-  pos: number,
-  end: number,
-  values: string[] | undefined,
-  depth: number,
-): string[] | undefined {
-  if (depth > RECURSION_LIMIT) tooDeep(StringListSchema.typeName);
-  while (pos < end) {
-    let t = buf[pos];
-    if (t < 0x80) pos++;
-    else {
-      t = tag(buf, pos, end);
-      pos = cursor.pos;
-    }
-    if (t === STRING_LIST_VALUES_TAG) {
-      let n = buf[pos];
-      if (n < 0x80 && pos < end) pos++;
-      else {
-        n = varint32(buf, pos, end);
-        pos = cursor.pos;
-      }
-      if (n > end - pos) overrun(n, pos, end);
-      const value = string(buf, pos, pos + n);
-      if (values === undefined) values = [value];
-      else values.push(value);
-      pos += n;
-    } else {
-      pos = skip(buf, pos, end, t, depth, STRING_LIST_INFO);
-    }
-  }
-  return values;
-}
-
-// google.protobuf.Struct, Value and ListValue, decoded straight to the JsonObject protobuf-es
-// gives a Struct field (and to-json passes through): Value's kind oneof becomes null, a number,
-// a string, a bool, an object or an array; a Value without a kind is null.
-
-const STRUCT_FIELDS = fieldNamed(StructSchema, 'fields');
-const STRUCT_FIELDS_TAG = tagOf(STRUCT_FIELDS.number, WIRE_LEN);
-const STRUCT_INFO = messageInfo(StructSchema, new Map([[STRUCT_FIELDS.number, WIRE_LEN]]));
-
-const LIST_VALUES = fieldNamed(ListValueSchema, 'values');
-const LIST_VALUES_TAG = tagOf(LIST_VALUES.number, WIRE_LEN);
-const LIST_INFO = messageInfo(ListValueSchema, new Map([[LIST_VALUES.number, WIRE_LEN]]));
-
-const VALUE_NULL = fieldNamed(ValueSchema, 'null_value').number;
-const VALUE_NUMBER = fieldNamed(ValueSchema, 'number_value').number;
-const VALUE_STRING = fieldNamed(ValueSchema, 'string_value').number;
-const VALUE_BOOL = fieldNamed(ValueSchema, 'bool_value').number;
-const VALUE_STRUCT = fieldNamed(ValueSchema, 'struct_value').number;
-const VALUE_LIST = fieldNamed(ValueSchema, 'list_value').number;
-const VALUE_NULL_TAG = tagOf(VALUE_NULL, WIRE_VARINT);
-const VALUE_NUMBER_TAG = tagOf(VALUE_NUMBER, WIRE_64BIT);
-const VALUE_STRING_TAG = tagOf(VALUE_STRING, WIRE_LEN);
-const VALUE_BOOL_TAG = tagOf(VALUE_BOOL, WIRE_VARINT);
-const VALUE_STRUCT_TAG = tagOf(VALUE_STRUCT, WIRE_LEN);
-const VALUE_LIST_TAG = tagOf(VALUE_LIST, WIRE_LEN);
-const VALUE_INFO = messageInfo(
-  ValueSchema,
-  new Map([
-    [VALUE_NULL, WIRE_VARINT],
-    [VALUE_NUMBER, WIRE_64BIT],
-    [VALUE_STRING, WIRE_LEN],
-    [VALUE_BOOL, WIRE_VARINT],
-    [VALUE_STRUCT, WIRE_LEN],
-    [VALUE_LIST, WIRE_LEN],
-  ]),
-);
-
-/** A JSON value of a decoded google.protobuf.Value. */
-export type JsonValue = null | number | string | boolean | JsonValue[] | { [k: string]: JsonValue };
-
-// The length of a length-delimited field at `pos`, leaving cursor.pos after it.
-function lengthAt(buf: Uint8Array, pos: number, end: number): number {
-  const n = varint32(buf, pos, end);
-  if (n > end - cursor.pos) overrun(n, cursor.pos, end);
-  return n;
-}
-
-/**
- * The entries of a google.protobuf.Struct message into `out` (a fresh object, or the object of
- * an earlier occurrence of the same field, into which protobuf merges).
- */
-export function struct(
-  buf: Uint8Array,
-  pos: number,
-  end: number,
-  out: { [k: string]: JsonValue },
-  depth: number,
-): void {
-  if (depth > RECURSION_LIMIT) tooDeep(StructSchema.typeName);
-  while (pos < end) {
-    const t = tag(buf, pos, end);
-    pos = cursor.pos;
-    if (t !== STRUCT_FIELDS_TAG) {
-      pos = skip(buf, pos, end, t, depth, STRUCT_INFO);
-      continue;
-    }
-    const entryEnd = lengthAt(buf, pos, end) + cursor.pos;
-    pos = cursor.pos;
-    let key = '';
-    let value: JsonValue | undefined;
-    while (pos < entryEnd) {
-      const et = tag(buf, pos, entryEnd);
-      pos = cursor.pos;
-      if (et === ENTRY_KEY || et === ENTRY_VALUE) {
-        const n = lengthAt(buf, pos, entryEnd);
-        pos = cursor.pos;
-        if (et === ENTRY_KEY) key = string(buf, pos, pos + n);
-        else value = valueJson(buf, pos, pos + n, value ?? null, depth + 1);
-        pos += n;
-      } else {
-        pos = skip(buf, pos, entryEnd, et, depth, ENTRY_INFO);
-      }
-    }
-    setOwn(out, key, value === undefined ? null : value);
-  }
-}
-
-function isStruct(v: JsonValue): v is { [k: string]: JsonValue } {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
-// One google.protobuf.Value, merged into `v` (the value of an earlier occurrence, or null).
-function valueJson(
-  buf: Uint8Array,
-  pos: number,
-  end: number,
-  v: JsonValue,
-  depth: number,
-): JsonValue {
-  if (depth > RECURSION_LIMIT) tooDeep(ValueSchema.typeName);
-  while (pos < end) {
-    const t = tag(buf, pos, end);
-    pos = cursor.pos;
-    switch (t) {
-      case VALUE_NULL_TAG:
-        varint32(buf, pos, end);
-        pos = cursor.pos;
-        v = null;
-        break;
-      case VALUE_NUMBER_TAG:
-        if (end - pos < 8) truncated(pos);
-        v = double(buf, pos);
-        pos += 8;
-        break;
-      case VALUE_STRING_TAG: {
-        const n = lengthAt(buf, pos, end);
-        pos = cursor.pos;
-        v = string(buf, pos, pos + n);
-        pos += n;
-        break;
-      }
-      case VALUE_BOOL_TAG:
-        v = bool(buf, pos, end);
-        pos = cursor.pos;
-        break;
-      case VALUE_STRUCT_TAG: {
-        // Another occurrence of the kind the value already has merges into it; another kind
-        // replaces it (protobuf's oneof rule).
-        const n = lengthAt(buf, pos, end);
-        pos = cursor.pos;
-        if (!isStruct(v)) v = {};
-        struct(buf, pos, pos + n, v, depth + 1);
-        pos += n;
-        break;
-      }
-      case VALUE_LIST_TAG: {
-        const n = lengthAt(buf, pos, end);
-        pos = cursor.pos;
-        if (!Array.isArray(v)) v = [];
-        list(buf, pos, pos + n, v, depth + 1);
-        pos += n;
-        break;
-      }
-      default:
-        pos = skip(buf, pos, end, t, depth, VALUE_INFO);
-    }
-  }
-  return v;
-}
-
-function list(buf: Uint8Array, pos: number, end: number, out: JsonValue[], depth: number): void {
-  if (depth > RECURSION_LIMIT) tooDeep(ListValueSchema.typeName);
-  while (pos < end) {
-    const t = tag(buf, pos, end);
-    pos = cursor.pos;
-    if (t === LIST_VALUES_TAG) {
-      const n = lengthAt(buf, pos, end);
-      pos = cursor.pos;
-      out.push(valueJson(buf, pos, pos + n, null, depth + 1));
-      pos += n;
-    } else {
-      pos = skip(buf, pos, end, t, depth, LIST_INFO);
-    }
   }
 }

@@ -2,8 +2,9 @@ import type { ASTNode } from '@marcbachmann/cel-js';
 import type { EventJson, TrafficEventType } from '../catalogue/index.ts';
 import type { CompiledFilter } from './compile-filter.ts';
 import { filterEnvironment } from './filter-environment.ts';
+import { generate, identifier } from './generated-code.ts';
 
-// A filter can only read Filterable fields (DESIGN.md §4), which for both traffic kinds are the
+// A filter can only read Filterable fields (docs/decisions.md#filters), which for both traffic kinds are the
 // connection tuple: conn.client_ip, conn.server_ip, conn.server_name, conn.server_port. Edge
 // traffic repeats tuples (one client talking to one host makes many requests), so a filter's
 // answer can be remembered per tuple: a hit costs one to four Map lookups instead of building the
@@ -102,10 +103,8 @@ type Matches = (event: EventJson) => boolean;
 
 // The generated matches(): reads the key fields, checks their types, looks up both generations,
 // evaluates and stores on a miss. `s` holds the generations; `inner` is the uncached filter.
-function generate(keys: typeof TUPLE, inner: Matches, half: number): Matches {
-  for (const k of keys) {
-    if (!/^[a-z_]+$/.test(k.leaf)) throw new Error(`filter cache: bad field ${k.name}`);
-  }
+function generateMatches(keys: typeof TUPLE, inner: Matches, half: number): Matches {
+  for (const k of keys) identifier(k.leaf);
   const vars = keys.map((_, i) => `k${i}`);
   const checks = keys.map((k, i) =>
     k.type === 'number' ? `!Number.isSafeInteger(k${i})` : `typeof k${i} !== 'string'`,
@@ -144,12 +143,12 @@ function generate(keys: typeof TUPLE, inner: Matches, half: number): Matches {
       s.size++;
       return r;
     };`;
-  return new Function('inner', 'half', 'WINDOW', 'BYPASS', body)(
+  return generate<Matches>(['inner', 'half', 'WINDOW', 'BYPASS'], body, [
     inner,
     half,
     WINDOW,
     BYPASS,
-  ) as Matches;
+  ]);
 }
 
 /**
@@ -177,7 +176,7 @@ export function cachedFilter(
     let answer: boolean | undefined;
     matches = (event) => (answer ??= inner(event));
   } else {
-    matches = generate(keys, inner, Math.max(1, Math.floor(maxEntries / 2)));
+    matches = generateMatches(keys, inner, Math.max(1, Math.floor(maxEntries / 2)));
   }
   return Object.freeze({ type: compiled.type, expression: compiled.expression, matches });
 }

@@ -1,12 +1,14 @@
 import type { ASTNode } from '@marcbachmann/cel-js';
 import type { RE2JS } from 're2js';
 import { type EventJson, isTrafficType, type TrafficEventType } from '../catalogue/index.ts';
+import { intLiteralOutOfRange, patchEvaluation } from './cel-semantics.ts';
 import { compileToJs } from './compile-js.ts';
-import { filterError, fromCelError } from './filter-diagnostics.ts';
-import { FILTER_LIMITS, filterEnvironment } from './filter-environment.ts';
+import { filterError, fromCelError, unknownField } from './filter-diagnostics.ts';
+import { FILTER_LIMITS, type FilterEnvironment, filterEnvironment } from './filter-environment.ts';
 import { FilterError } from './filter-error.ts';
 import {
   compileRegex,
+  RE2_GLOBAL_SIGNATURE,
   RE2_SIGNATURE,
   re2Matcher,
   regexLiterals,
@@ -26,11 +28,24 @@ export interface CompiledFilter {
   matches(event: EventJson): boolean;
 }
 
+/** How compileFilter runs an accepted filter (the answers are the same either way). */
+export interface CompileFilterOptions {
+  /**
+   * False keeps the cel-js evaluator even for filters compile-js.ts translates: the conformance
+   * and property tests compare the two paths through this one API.
+   */
+  readonly generated?: boolean;
+}
+
 /**
  * Compiles a filter for a traffic kind, or throws FilterError explaining why it cannot be
  * accepted. A blank expression means "no filter" and matches every event.
  */
-export function compileFilter(type: string, expression: string): CompiledFilter {
+export function compileFilter(
+  type: string,
+  expression: string,
+  options: CompileFilterOptions = {},
+): CompiledFilter {
   if (!isTrafficType(type)) {
     throw new FilterError(
       'unsupported_event_type',
@@ -56,6 +71,16 @@ export function compileFilter(type: string, expression: string): CompiledFilter 
   } catch (err) {
     throw fromCelError(fe, expression, err);
   }
+  const outOfRange = intLiteralOutOfRange(checked.ast);
+  if (outOfRange !== undefined) {
+    throw filterError(
+      fe,
+      expression,
+      'syntax',
+      'syntax error: integer literal out of range (int is 64-bit: -9223372036854775808 to 9223372036854775807)',
+      outOfRange,
+    );
+  }
   const nested = nestedComprehension(checked.ast, FILTER_LIMITS.maxComprehensionDepth);
   if (nested !== undefined) {
     throw filterError(
@@ -68,6 +93,10 @@ export function compileFilter(type: string, expression: string): CompiledFilter 
   }
   const result = checked.check();
   if (!result.valid) throw fromCelError(fe, expression, result.error, checked.ast);
+  const undeclared = undeclaredHasTarget(fe, checked.ast);
+  if (undeclared !== undefined) {
+    throw unknownField(fe, expression, undeclared.written, undeclared.offset);
+  }
   if (result.type !== 'bool') {
     throw filterError(
       fe,
@@ -107,11 +136,16 @@ export function compileFilter(type: string, expression: string): CompiledFilter 
   }
 
   // 3. The evaluation copy: `matches` rerouted to RE2, in this filter's own environment.
-  const env = fe.env.clone().registerFunction(RE2_SIGNATURE, re2Matcher(regexes));
+  const matcher = re2Matcher(regexes);
+  const env = fe.env
+    .clone()
+    .registerFunction(RE2_SIGNATURE, matcher)
+    .registerFunction(RE2_GLOBAL_SIGNATURE, matcher);
   const program = env.parse(expression);
   useRe2ForMatches(program.ast);
   const recheck = program.check();
   if (!recheck.valid) throw recheck.error; // cannot happen: same declarations, same types
+  patchEvaluation(program.ast);
 
   // 4. Filters in the subset compile-js.ts translates run as generated JS (same answers, no
   //    per-event context or tree walk); the others keep the evaluator.
@@ -123,8 +157,56 @@ export function compileFilter(type: string, expression: string): CompiledFilter 
       return false;
     }
   };
-  const matches = compileToJs(checked.ast, { type, regexes }) ?? evaluate;
+  const generated =
+    options.generated === false ? undefined : compileToJs(checked.ast, { type, regexes });
+  const matches = generated ?? evaluate;
   return Object.freeze({ type, expression, matches });
+}
+
+/**
+ * The first has() whose field the environment does not declare, or undefined. cel-js checks only
+ * the variable of has(a.b.c), so has(conn.nope) would compile; CEL rejects it, and a filter may
+ * not even ask whether a non-filterable field is set.
+ */
+function undeclaredHasTarget(
+  fe: FilterEnvironment,
+  ast: ASTNode,
+): { written: string; offset: number } | undefined {
+  let found: { written: string; offset: number } | undefined;
+  const visit = (v: unknown): void => {
+    if (found !== undefined) return;
+    if (Array.isArray(v)) {
+      for (const item of v) visit(item);
+      return;
+    }
+    if (v === null || typeof v !== 'object' || typeof (v as ASTNode).op !== 'string') return;
+    const node = v as ASTNode;
+    if (node.op === 'call' && node.args[0] === 'has') {
+      const names: string[] = [];
+      let target: unknown = (node.args[1] as ASTNode[])[0];
+      while (isSelect(target)) {
+        names.unshift(target.args[1] as string);
+        target = target.args[0];
+      }
+      const root = target as ASTNode;
+      if (root?.op === 'id' && fe.variables.includes(root.args as string)) {
+        const path = (root.args === 'ev' ? names : [root.args as string, ...names]).join('.');
+        const declared = fe.allowedFields.some(
+          (f) => f === path || path.startsWith(`${f}.`) || f.startsWith(`${path}.`),
+        );
+        if (!declared) {
+          found = { written: [root.args, ...names].join('.'), offset: root.range.start };
+        }
+      }
+    }
+    visit(node.args);
+  };
+  visit(ast);
+  return found;
+}
+
+function isSelect(v: unknown): v is ASTNode & { args: [ASTNode, string] } {
+  return v !== null && typeof v === 'object' && (v as ASTNode).op === '.';
 }
 
 /** The calls that iterate or bind: each runs its body once per element (or per use). */

@@ -6,8 +6,9 @@ import {
   trafficFields,
 } from '../catalogue/index.ts';
 import { FieldSelectionError } from './filter-error.ts';
+import { generate, identifier } from './generated-code.ts';
 
-// A subscription's `fields` (DESIGN.md §4 "Field selection"): dotted leaf names or group names
+// A subscription's `fields` (docs/decisions.md#field-selection): dotted leaf names or group names
 // (`conn` selects its whole group), output kept nested. The selection is compiled into a tree
 // of generated functions once, so per event it is a few property copies; selected values and
 // groups are shared with the input object, not cloned.
@@ -77,20 +78,19 @@ function select(node: Map<string, Selection>, path: string[]): void {
   select(child, rest);
 }
 
-const IDENTIFIER = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
-
 // Generated per group (constant property names, as in catalogue/to-json.ts): the keyed loop
 // measured ~0.17 µs per event. Only catalogue names reach here (unknown names were rejected).
 function compileGroup(node: Map<string, Selection>): Projection {
   const subs: Projection[] = [];
   const entries = [...node].map(([key, sel]) => {
-    if (!IDENTIFIER.test(key)) throw new Error(`fields: '${key}' is not an identifier`);
+    identifier(key);
     if (sel === true) return `${key}: s.${key}`;
     const i = subs.push(compileGroup(sel)) - 1;
     return `${key}: (v = s.${key}) !== null && typeof v === 'object' ? g[${i}](v) : v`;
   });
-  return new Function(
-    'g',
+  return generate<Projection>(
+    ['g'],
     `return function project(s) {\n  let v;\n  return {\n    ${entries.join(',\n    ')}\n  };\n};`,
-  )(subs) as Projection;
+    [subs],
+  );
 }

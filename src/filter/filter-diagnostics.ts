@@ -66,10 +66,20 @@ export function fromCelError(
       e.code === 'no_such_key',
     );
   }
+  // Anything else came from the type check (it alone passes the AST): a checker failure, such as
+  // cel-js's overload ambiguity on `[].all(e, e > 0)`, is a type error, not a syntax error.
+  if (ast !== undefined)
+    return filterError(fe, expression, 'type', `type error: ${summary}`, offset);
   return filterError(fe, expression, 'syntax', summary, offset);
 }
 
-function unknownField(fe: FilterEnvironment, expression: string, written: string, offset: number) {
+/** The error for a field reference the environment does not declare (unknown or not filterable). */
+export function unknownField(
+  fe: FilterEnvironment,
+  expression: string,
+  written: string,
+  offset: number,
+) {
   const name = written.startsWith('ev.') ? written.slice(3) : written;
   if (isCatalogueName(fe, name)) {
     return filterError(

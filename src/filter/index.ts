@@ -1,7 +1,11 @@
 // Subscription filters (CEL, over the Filterable fields only) and field selection, compiled once
 // per subscription version and run per event in the workers.
 
-export { type CompiledFilter, compileFilter } from './compile-filter.ts';
+export {
+  type CompiledFilter,
+  type CompileFilterOptions,
+  compileFilter,
+} from './compile-filter.ts';
 export {
   compileProjection,
   MAX_SELECTED_FIELDS,

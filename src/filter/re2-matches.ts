@@ -15,6 +15,9 @@ export const RE2_METHOD = 're2Matches';
 /** The signature `re2Matches` is registered with (same shape as the built-in `matches`). */
 export const RE2_SIGNATURE = `string.${RE2_METHOD}(string): bool`;
 
+/** The global form, for `matches(s, p)` (declared by filter-environment.ts). */
+export const RE2_GLOBAL_SIGNATURE = `${RE2_METHOD}(string, string): bool`;
+
 /** A `matches` call whose pattern is a string literal. */
 export interface RegexLiteral {
   pattern: string;
@@ -40,11 +43,19 @@ function visit(v: unknown, fn: (node: ASTNode) => void): void {
   }
 }
 
-function matchesCalls(ast: ASTNode): (ASTNode & { op: 'rcall' })[] {
-  const calls: (ASTNode & { op: 'rcall' })[] = [];
+/** A `matches` call, `s.matches(p)` or `matches(s, p)`, and its pattern argument. */
+interface MatchesCall {
+  node: ASTNode;
+  pattern: ASTNode;
+}
+
+function matchesCalls(ast: ASTNode): MatchesCall[] {
+  const calls: MatchesCall[] = [];
   visit(ast, (node) => {
     if (node.op === 'rcall' && node.args[0] === 'matches' && node.args[2].length === 1) {
-      calls.push(node);
+      calls.push({ node, pattern: node.args[2][0] });
+    } else if (node.op === 'call' && node.args[0] === 'matches' && node.args[1].length === 2) {
+      calls.push({ node, pattern: node.args[1][1] });
     }
   });
   return calls;
@@ -53,8 +64,7 @@ function matchesCalls(ast: ASTNode): (ASTNode & { op: 'rcall' })[] {
 /** The literal patterns of every `matches` call in a parsed expression. */
 export function regexLiterals(ast: ASTNode): RegexLiteral[] {
   const out: RegexLiteral[] = [];
-  for (const call of matchesCalls(ast)) {
-    const arg = call.args[2][0];
+  for (const { pattern: arg } of matchesCalls(ast)) {
     if (arg.op === 'value' && typeof arg.args === 'string') {
       out.push({ pattern: arg.args, offset: arg.range.start });
     }
@@ -64,7 +74,7 @@ export function regexLiterals(ast: ASTNode): RegexLiteral[] {
 
 /** Points every `matches` call of an evaluation AST at `re2Matches` (before type-checking it). */
 export function useRe2ForMatches(ast: ASTNode): void {
-  for (const call of matchesCalls(ast)) (call.args as unknown as unknown[])[0] = RE2_METHOD;
+  for (const { node } of matchesCalls(ast)) (node.args as unknown as unknown[])[0] = RE2_METHOD;
 }
 
 /** Compiles a pattern with RE2 syntax; throws re2js's syntax error when it is invalid. */

@@ -1,14 +1,13 @@
-import { Code, ConnectError } from '@connectrpc/connect';
+import { ConnectError } from '@connectrpc/connect';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { drainsItself } from '../connections.ts';
 import { AppError } from '../errors.ts';
 import { PublishResponseSchema } from '../gen/agent_ingress/ingest/v0/ingest_pb.ts';
 import type { Claim } from '../pipeline/admission.ts';
 import type { Published } from '../pipeline/pipeline.ts';
-import { authenticate, clientError, type PublishDeps } from './publish.ts';
+import { authenticate, clientError, type PublishDeps, respond } from './publish.ts';
 import { type Message, type MessageReader, readMessages } from './read-request.ts';
 import type { Wire } from './wire.ts';
-import { answer } from './wire-answers.ts';
 
 // PublishStream in every protocol. An open stream holds a request slot, and its bytes are in
 // the budget like a unary request's; its messages are pipelined (a few at a time, in order) and
@@ -38,6 +37,8 @@ export interface OpenStreams {
   endAll(): Promise<void>;
 }
 
+const unavailable = (why: string) => new AppError('ERR_UNAVAILABLE', why).toConnect();
+
 /** An empty registry of open streams. */
 export function openStreams(): OpenStreams {
   const open = new Map<symbol, { halt: AbortController; done: Promise<void> }>();
@@ -48,7 +49,7 @@ export function openStreams(): OpenStreams {
       return () => open.delete(key);
     },
     async endAll() {
-      const reason = new ConnectError('the service is shutting down; retry', Code.Unavailable);
+      const reason = unavailable('the service is shutting down; retry');
       const streams = [...open.values()];
       for (const stream of streams) stream.halt.abort(reason);
       await Promise.all(streams.map((stream) => stream.done));
@@ -72,7 +73,7 @@ function nextOrEnd(
     const onHalt = () => finish(() => resolve(halt.reason as ConnectError));
     const timer = setTimeout(() => {
       const why = `no message for ${idleMs} ms (STREAM_IDLE_TIMEOUT_MS); the stream was ended`;
-      finish(() => resolve(new ConnectError(why, Code.Unavailable)));
+      finish(() => resolve(unavailable(why)));
     }, idleMs);
     halt.addEventListener('abort', onHalt, { once: true });
     // Once the stream has ended, a later outcome of this read goes unheard.
@@ -151,7 +152,7 @@ export async function publishStream(
     authenticate(request, deps);
     claim = deps.pipeline.admit();
   } catch (error) {
-    return answer(request, reply, wire, clientError(request, error), deps.maxIngestBytes);
+    return respond(request, reply, wire, clientError(request, error), deps);
   }
   const halt = new AbortController();
   let answered!: () => void;
@@ -163,7 +164,7 @@ export async function publishStream(
   try {
     const outcome = await serve(request, wire, claim, halt, deps);
     reply.raw.once('finish', answered).once('close', answered);
-    return answer(request, reply, wire, outcome, deps.maxIngestBytes);
+    return respond(request, reply, wire, outcome, deps);
   } finally {
     untrack();
     claim.end();
@@ -213,9 +214,9 @@ async function serve(
       carried += message.bytes.length;
       if (carried > deps.maxStreamBytes) {
         claim.give(message.held);
-        throw new ConnectError(
+        throw new AppError(
+          'ERR_BODY_TOO_LARGE',
           `a stream may carry at most ${deps.maxStreamBytes} bytes (MAX_STREAM_BYTES); open a new stream`,
-          Code.ResourceExhausted,
         );
       }
       const turn = nextTurn();

@@ -1,4 +1,4 @@
-import { Code, ConnectError } from '@connectrpc/connect';
+import { ConnectError } from '@connectrpc/connect';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { CLOSED_MID_REQUEST, closedMidRequest } from '../api/http-errors.ts';
 import { bearerToken } from '../auth/tokens.ts';
@@ -23,16 +23,34 @@ export interface PublishDeps {
   maxIngestBytes: number;
 }
 
-/** Throws UNAUTHENTICATED unless the request carries a valid ingest token. */
+/** Throws ERR_UNAUTHORIZED unless the request carries a valid ingest token. */
 export function authenticate(request: FastifyRequest, deps: PublishDeps): void {
   const token = bearerToken(request.headers.authorization);
   if (token === undefined || !deps.isIngestToken(token)) {
-    deps.metrics.ingestRequests.inc({ result: 'ERR_UNAUTHORIZED' });
-    throw new ConnectError(
+    throw new AppError(
+      'ERR_UNAUTHORIZED',
       'a valid ingest token is required: "Authorization: Bearer <token>"',
-      Code.Unauthenticated,
     );
   }
+}
+
+/**
+ * Answers a Publish or PublishStream in its protocol, and counts a refusal under its catalogue
+ * code: the one place every protocol's refused requests are counted (successes are counted by
+ * the pipeline, per published message).
+ */
+export function respond(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  wire: Wire,
+  outcome: Uint8Array | ConnectError,
+  deps: PublishDeps,
+): FastifyReply {
+  if (outcome instanceof ConnectError) {
+    const cause = outcome.cause instanceof AppError ? outcome.cause : AppError.from(outcome);
+    deps.metrics.ingestRequests.inc({ result: cause.code });
+  }
+  return answer(request, reply, wire, outcome, deps.maxIngestBytes);
 }
 
 /**
@@ -62,9 +80,9 @@ export async function publish(
     const limits = { claim, maxBytes: deps.maxIngestBytes };
     const message = await readUnary(request.raw, wire, limits);
     const { response } = await deps.pipeline.publish(message, Date.now(), claim);
-    return answer(request, reply, wire, response, deps.maxIngestBytes);
+    return respond(request, reply, wire, response, deps);
   } catch (error) {
-    return answer(request, reply, wire, clientError(request, error), deps.maxIngestBytes);
+    return respond(request, reply, wire, clientError(request, error), deps);
   } finally {
     claim?.end();
   }

@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import { fromJsonString, toBinary } from '@bufbuild/protobuf';
-import { Code, ConnectError } from '@connectrpc/connect';
+import type { ConnectError } from '@connectrpc/connect';
+import { AppError } from '../errors.ts';
 import { PublishRequestSchema } from '../gen/agent_ingress/ingest/v0/ingest_pb.ts';
 import type { Claim } from '../pipeline/admission.ts';
 import { DECOMPRESSORS, type Wire } from './wire.ts';
@@ -35,17 +36,15 @@ export interface MessageReader {
 }
 
 function invalid(message: string): ConnectError {
-  return new ConnectError(message, Code.InvalidArgument);
+  return new AppError('ERR_INVALID_EVENTS', message).toConnect();
 }
 
 function tooLarge(maxBytes: number, what: string): ConnectError {
-  return new ConnectError(
-    `${what} larger than ${maxBytes} bytes (MAX_INGEST_BYTES)`,
-    Code.ResourceExhausted,
-  );
+  const message = `${what} larger than ${maxBytes} bytes (MAX_INGEST_BYTES)`;
+  return new AppError('ERR_BODY_TOO_LARGE', message).toConnect();
 }
 
-const clientGone = () => new ConnectError('the client went away', Code.Canceled);
+const clientGone = () => new AppError('ERR_CLIENT_GONE', 'the client went away').toConnect();
 
 /** Decompresses a message, taking each piece of output from the claim as it is produced. */
 function decompress(data: Uint8Array, encoding: string, limits: ReadLimits): Promise<Buffer> {

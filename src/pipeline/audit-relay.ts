@@ -1,10 +1,10 @@
 import type { Logger } from '../logger.ts';
+import type { EventRecord } from '../sinks/types.ts';
 import type { Db } from '../store/db.ts';
 import { claimOutbox, markDelivered, releaseOutbox } from '../store/outbox.ts';
 import { deliverAll } from './deliver.ts';
 import type { Destinations } from './destinations.ts';
 import type { Routing } from './routing.ts';
-import type { EventRecord } from './types.ts';
 import type { Delivery } from './worker-protocol.ts';
 
 const BATCH = 500;
@@ -27,7 +27,11 @@ export interface AuditRelay {
 export function createAuditRelay(deps: {
   db: Db;
   destinations: Destinations;
-  routing: () => Routing;
+  /**
+   * The routing as of now: an audit event claimed from the outbox may have committed after a
+   * routing change this instance has not loaded yet (a subscription created just before it).
+   */
+  routing: () => Promise<Routing>;
   logger: Logger;
   intervalMs: number;
 }): AuditRelay {
@@ -39,7 +43,7 @@ export function createAuditRelay(deps: {
   async function relayBatch(): Promise<number> {
     const rows = await claimOutbox(db, BATCH, LEASE_SECONDS);
     if (rows.length === 0) return 0;
-    const routing = deps.routing();
+    const routing = await deps.routing();
     const byDestination = new Map<string, EventRecord[]>();
     for (const row of rows) {
       const routes = routing.routes(row.account_id, row.event_type);

@@ -1,4 +1,5 @@
-import type { Batch, EventRecord } from './types.ts';
+import { AppError } from '../errors.ts';
+import type { Batch, EventRecord } from '../sinks/types.ts';
 
 /** Size and timing limits of one destination's batches. */
 export interface BatcherOptions {
@@ -16,18 +17,20 @@ export interface BatcherOptions {
 }
 
 /** What createBatcher needs: the limits and the one call that makes a batch durable. */
-export interface BatcherDeps extends BatcherOptions {
-  flush: (batch: Batch) => Promise<void>;
+export interface BatcherDeps<R> extends BatcherOptions {
+  /** Makes a batch durable; what it resolves with is handed to the adds whose records it held. */
+  flush: (batch: Batch) => Promise<R>;
 }
 
 /** Groups records into batches and flushes them one at a time, in arrival order. */
-export interface Batcher {
+export interface Batcher<R> {
   /**
-   * Resolves once every batch holding these records has flushed; rejects with the flush error,
+   * Resolves once every batch holding these records has flushed, with what each flush gave;
+   * rejects with the flush error,
    * or with BatcherFullError (nothing taken) when they do not fit now. Records that could never
    * fit (more than maxPendingBytes) are taken in pieces as flushes free room.
    */
-  add(records: readonly EventRecord[]): Promise<void>;
+  add(records: readonly EventRecord[]): Promise<R[]>;
   /** Bytes accepted but not yet flushed: the batcher's share of the destination's memory. */
   readonly pendingBytes: number;
   /** Stops accepting records, flushes what is left and waits for every flush to settle. */
@@ -42,26 +45,18 @@ export class BatcherFullError extends Error {
   }
 }
 
-/** Thrown by add() after close(): the destination is shutting down. */
-export class BatcherClosedError extends Error {
-  constructor() {
-    super('batcher closed');
-    this.name = 'BatcherClosedError';
-  }
-}
-
-interface OpenBatch {
+interface OpenBatch<R> {
   records: EventRecord[];
   bytes: number;
-  done: Promise<void>;
-  resolve: () => void;
+  done: Promise<R>;
+  resolve: (result: R) => void;
   reject: (err: unknown) => void;
 }
 
-function openBatch(): OpenBatch {
-  let resolve!: () => void;
+function openBatch<R>(): OpenBatch<R> {
+  let resolve!: (result: R) => void;
   let reject!: (err: unknown) => void;
-  const done = new Promise<void>((res, rej) => {
+  const done = new Promise<R>((res, rej) => {
     resolve = res;
     reject = rej;
   });
@@ -73,27 +68,27 @@ function recordBytes(record: EventRecord): number {
 }
 
 /** An add() larger than the whole bound, taken piece by piece. */
-interface Feed {
+interface Feed<R> {
   records: readonly EventRecord[];
   sizes: number[];
   next: number;
-  waits: Set<Promise<void>>;
+  waits: Set<Promise<R>>;
   taken: () => void;
 }
 
 /** Builds a batcher: flush on max events, max bytes, or a linger timer started at the first record. */
-export function createBatcher(deps: BatcherDeps): Batcher {
+export function createBatcher<R>(deps: BatcherDeps<R>): Batcher<R> {
   const { maxEvents, maxBytes, lingerMs, flush } = deps;
   if (!(maxEvents >= 1) || !(maxBytes >= 1) || !(lingerMs >= 0)) {
     throw new RangeError('batcher: maxEvents and maxBytes must be >= 1, lingerMs >= 0');
   }
   const maxPendingBytes = deps.maxPendingBytes ?? maxBytes * 8;
-  const queue: OpenBatch[] = [];
-  let current: OpenBatch | undefined;
+  const queue: OpenBatch<R>[] = [];
+  let current: OpenBatch<R> | undefined;
   let timer: NodeJS.Timeout | undefined;
   let pendingBytes = 0;
   let draining: Promise<void> | undefined;
-  let feeding: Feed | undefined;
+  let feeding: Feed<R> | undefined;
   let closed = false;
 
   function seal(): void {
@@ -111,8 +106,7 @@ export function createBatcher(deps: BatcherDeps): Batcher {
   async function drain(): Promise<void> {
     for (let batch = queue.shift(); batch; batch = queue.shift()) {
       try {
-        await flush({ records: batch.records, bytes: batch.bytes });
-        batch.resolve();
+        batch.resolve(await flush({ records: batch.records, bytes: batch.bytes }));
       } catch (err) {
         batch.reject(err);
       } finally {
@@ -123,7 +117,7 @@ export function createBatcher(deps: BatcherDeps): Batcher {
     draining = undefined;
   }
 
-  function addOne(record: EventRecord, size: number, waits: Set<Promise<void>>): void {
+  function addOne(record: EventRecord, size: number, waits: Set<Promise<R>>): void {
     if (current && current.records.length > 0 && current.bytes + size > maxBytes) seal();
     if (!current) {
       current = openBatch();
@@ -158,25 +152,25 @@ export function createBatcher(deps: BatcherDeps): Batcher {
 
   return {
     add(records) {
-      if (closed) return Promise.reject(new BatcherClosedError());
-      if (records.length === 0) return Promise.resolve();
+      if (closed) return Promise.reject(new AppError('ERR_UNAVAILABLE', 'batcher closed; retry'));
+      if (records.length === 0) return Promise.resolve([]);
       const sizes = records.map(recordBytes);
       const total = sizes.reduce((a, b) => a + b, 0);
       if (feeding !== undefined || (pendingBytes > 0 && pendingBytes + total > maxPendingBytes)) {
         return Promise.reject(new BatcherFullError(pendingBytes, maxPendingBytes));
       }
       if (total > maxPendingBytes) {
-        const waits = new Set<Promise<void>>();
+        const waits = new Set<Promise<R>>();
         const taken = new Promise<void>((resolve) => {
           feeding = { records, sizes, next: 0, waits, taken: resolve };
         });
         feed();
-        return taken.then(() => Promise.all(waits)).then(() => undefined);
+        return taken.then(() => Promise.all(waits));
       }
       pendingBytes += total;
-      const waits = new Set<Promise<void>>();
+      const waits = new Set<Promise<R>>();
       for (let i = 0; i < records.length; i++) addOne(records[i], sizes[i], waits);
-      return waits.size === 1 ? [...waits][0] : Promise.all(waits).then(() => undefined);
+      return Promise.all(waits);
     },
     get pendingBytes() {
       return pendingBytes;

@@ -1,9 +1,8 @@
+import { AppError } from '../errors.ts';
 import type { Logger } from '../logger.ts';
-import type { Sink } from '../sinks/types.ts';
-import { SinkError } from '../sinks/types.ts';
-import { type BatcherOptions, createBatcher } from './batcher.ts';
-import type { Spool } from './spool.ts';
-import type { Batch, EventRecord } from './types.ts';
+import { type Batch, type EventRecord, type Sink, SinkError } from '../sinks/types.ts';
+import { BatcherFullError, type BatcherOptions, createBatcher } from './batcher.ts';
+import { type Spool, SpoolFullError } from './spool.ts';
 
 /** ok: direct writes · retrying: sink failing or spool draining · parked: permanent error, slow retries. */
 export type DestinationStatus = 'ok' | 'retrying' | 'parked';
@@ -33,21 +32,61 @@ export interface DestinationDeps {
   random?: () => number;
 }
 
-/** The per-destination delivery unit: the one place that turns sink results into durability. */
+/**
+ * What became of records a destination took: written by the sink, or spooled (`reason` says
+ * why: the sink's error, or older events waiting in the spool). Either way they are durable.
+ */
+export interface Receipt {
+  written: boolean;
+  reason: string | null;
+}
+
+const WRITTEN: Receipt = { written: true, reason: null };
+const QUEUED = 'queued behind events already waiting for this destination (its spool)';
+
+/**
+ * The per-destination delivery unit, and the one place sink results become acknowledgements:
+ * a receipt when the records are durable, an AppError the client can act on when they are not.
+ */
 export interface Destination {
-  /** Resolves when every record is durable: written by the sink or appended to the spool. */
-  deliver(records: readonly EventRecord[]): Promise<void>;
+  /**
+   * Resolves when every record is durable (written by the sink or appended to the spool);
+   * rejects with ERR_BACKPRESSURE (spool or buffer full) or ERR_UNAVAILABLE (anything else).
+   */
+  deliver(records: readonly EventRecord[]): Promise<Receipt>;
   health(): DestinationHealth;
   /** Stops accepting, flushes the batcher (to sink or spool), stops replay, closes the sink. */
   close(): Promise<void>;
 }
 
 /** deliver() after close(): the service is shutting down; the caller retries elsewhere or later. */
-export class DestinationClosedError extends Error {
-  constructor(id: string) {
-    super(`destination ${id} is closed`);
-    this.name = 'DestinationClosedError';
+export function destinationClosed(id: string): AppError {
+  return new AppError('ERR_UNAVAILABLE', `destination ${id} is closed; retry`);
+}
+
+/** Records a destination could not make durable, as the error the client gets. */
+export function notDurable(reason: unknown): AppError {
+  if (reason instanceof AppError) return reason;
+  if (reason instanceof SpoolFullError || reason instanceof BatcherFullError) {
+    return new AppError(
+      'ERR_BACKPRESSURE',
+      'a destination cannot take more events now (spool or buffer full); retry later',
+      {},
+      { cause: reason },
+    );
   }
+  return new AppError(
+    'ERR_UNAVAILABLE',
+    'events could not be made durable; retry',
+    {},
+    {
+      cause: reason,
+    },
+  );
+}
+
+function receiptOf(receipts: Receipt[]): Receipt {
+  return receipts.find((receipt) => !receipt.written) ?? WRITTEN;
 }
 
 function describe(err: unknown): string {
@@ -139,23 +178,25 @@ export function createDestination(deps: DestinationDeps): Destination {
     replayDone = replayLoop();
   }
 
-  async function toSpool(batch: Batch): Promise<void> {
+  async function toSpool(batch: Batch, reason: string): Promise<Receipt> {
     await spool.append(batch);
     // The replay loop may have drained the spool while this append was in flight: not ok any more.
     if (status === 'ok') setStatus('retrying');
     ensureReplay();
+    return { written: false, reason };
   }
 
   // Direct write only when nothing is spooled: a spooled batch is older and must reach the sink first.
-  async function flush(batch: Batch): Promise<void> {
-    if (spool.count > 0) return toSpool(batch);
+  async function flush(batch: Batch): Promise<Receipt> {
+    if (spool.count > 0) return toSpool(batch, lastError ?? QUEUED);
     try {
       await sink.write(batch);
       onSuccess();
       setStatus('ok');
+      return WRITTEN;
     } catch (err) {
       onFailure(err);
-      await toSpool(batch);
+      return toSpool(batch, describe(err));
     }
   }
 
@@ -169,8 +210,10 @@ export function createDestination(deps: DestinationDeps): Destination {
 
   return {
     deliver(records) {
-      if (closing) return Promise.reject(new DestinationClosedError(id));
-      return batcher.add(records);
+      if (closing) return Promise.reject(destinationClosed(id));
+      return batcher.add(records).then(receiptOf, (err: unknown) => {
+        throw notDurable(err);
+      });
     },
     health() {
       return {

@@ -3,14 +3,15 @@ import { join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
-import { createSink, type TargetSettings } from '../sinks/index.ts';
+import { createSink, sinkKind, type TargetSettings } from '../sinks/index.ts';
 import { type Sink, SinkError } from '../sinks/types.ts';
 import type { BatcherOptions } from './batcher.ts';
 import {
   createDestination,
   type Destination,
-  DestinationClosedError,
   type DestinationHealth,
+  destinationClosed,
+  notDurable,
 } from './destination.ts';
 import { instrumentSink, instrumentSpool } from './instrument.ts';
 import { openSpool } from './spool.ts';
@@ -117,7 +118,7 @@ export function createDestinations(deps: DestinationsDeps): Destinations {
       maxBytes: deps.spoolMaxBytes,
     });
     const logger = deps.logger.child({ destination_id: config.id });
-    const kind = Object.keys(config.target)[0] ?? 'unknown';
+    const kind = sinkKind(Object.keys(config.target)[0] ?? '')?.kind ?? 'unknown';
     const destination = createDestination({
       id: config.id,
       sink: instrumentSink(await sinkOrBroken(config, logger), kind, deps.metrics),
@@ -140,7 +141,7 @@ export function createDestinations(deps: DestinationsDeps): Destinations {
       async deliver(records) {
         await reopened;
         const next = live.get(id)?.destination;
-        if (next === undefined) throw new DestinationClosedError(id);
+        if (next === undefined) throw destinationClosed(id);
         return next.deliver(records);
       },
       health: () => old.health(),
@@ -157,7 +158,7 @@ export function createDestinations(deps: DestinationsDeps): Destinations {
     const message = `cannot open the destination: ${error instanceof Error ? error.message : String(error)}`;
     const at = new Date().toISOString();
     return {
-      deliver: () => Promise.reject(new Error(`destination ${id}: ${message}`)),
+      deliver: () => Promise.reject(notDurable(`destination ${id}: ${message}`)),
       health: () => ({
         status: 'parked',
         last_error: message,

@@ -12,7 +12,7 @@ import type { DestinationHealth } from './destination.ts';
 import { createDestinations, type Destinations } from './destinations.ts';
 import { compileRouting, type Routing } from './routing.ts';
 import { deliverTestEvent, type TestDelivery } from './test-delivery.ts';
-import { createRoutePool, type RoutePool, routeFailureKind } from './worker-pool.ts';
+import { createRoutePool, type RoutePool } from './worker-pool.ts';
 
 /** The outcome of one acknowledged Publish. */
 export interface Published {
@@ -118,10 +118,16 @@ export async function createPipeline(deps: {
     return reloadAgain;
   }
 
+  /** The routing at least as new as the store's version (reloaded first when behind). */
+  async function currentRouting(): Promise<Routing> {
+    if ((await currentPipelineVersion(db)) !== routing.version) await reload();
+    return routing;
+  }
+
   await load();
   const poll = setInterval(async () => {
     try {
-      if ((await currentPipelineVersion(db)) !== routing.version) await reload();
+      await currentRouting();
     } catch (error) {
       logger.warn({ err: error }, 'pipeline configuration poll failed');
     }
@@ -130,7 +136,7 @@ export async function createPipeline(deps: {
   const relay = createAuditRelay({
     db,
     destinations,
-    routing: () => routing,
+    routing: currentRouting,
     logger,
     intervalMs: 1_000,
   });
@@ -146,14 +152,14 @@ export async function createPipeline(deps: {
     try {
       result = await pool.route(request, receivedAt);
     } catch (error) {
-      logger.error({ err: error }, 'route-events worker failed');
-      const kind = routeFailureKind(error);
-      if (kind === 'backpressure')
-        throw new AppError('ERR_BACKPRESSURE', 'too many requests queued; retry later');
-      if (kind === 'unavailable') {
-        throw new AppError('ERR_UNAVAILABLE', 'event routing failed; retry', {}, { cause: error });
+      if ((error as AppError).code !== 'ERR_BACKPRESSURE') {
+        logger.error({ err: error }, 'route-events worker failed');
       }
-      throw AppError.from(error);
+      throw error;
+    }
+    if (result.kind === 'failed') {
+      logger.error({ err: result.message }, 'route-events worker failed');
+      throw new AppError('ERR_INTERNAL', 'internal error');
     }
     if (result.kind === 'invalid') throw new AppError('ERR_INVALID_EVENTS', result.message);
     if (result.kind === 'too-many') throw new AppError('ERR_BODY_TOO_LARGE', result.message);
@@ -167,12 +173,8 @@ export async function createPipeline(deps: {
     return { response: result.response, accepted: result.accepted, matched: result.matched };
   }
 
-  /** Counts an ingest outcome that is not a success. */
-  function failed(error: unknown): AppError {
-    const appError = AppError.from(error);
-    metrics.ingestRequests.inc({ result: appError.code });
-    return appError;
-  }
+  // A refusal is counted by the ingest, where every protocol's answer is given (ingest/publish.ts).
+  const failed = (error: unknown) => AppError.from(error);
 
   return {
     relay,

@@ -1,14 +1,11 @@
 import { create, toBinary } from '@bufbuild/protobuf';
-import {
-  type DecodedEvent,
-  decodePublishRequest,
-  type EventJson,
-  TooManyEventsError,
-} from '../catalogue/index.ts';
+import { type DecodedEvent, decodePublishRequest, type EventJson } from '../catalogue/index.ts';
+import type { AppError } from '../errors.ts';
 import { PublishResponseSchema } from '../gen/agent_ingress/ingest/v0/ingest_pb.ts';
 import { newId } from '../ids.ts';
+import type { EventRecord } from '../sinks/types.ts';
 import type { Routing } from './routing.ts';
-import type { EventRecord } from './types.ts';
+import { sampled } from './sampling.ts';
 import type { Delivery, RouteResult } from './worker-protocol.ts';
 
 const EVENT_ID = /^[\x21-\x7e]{1,128}$/;
@@ -52,7 +49,7 @@ export function routeRequest(
   try {
     events = decodePublishRequest(bytes, maxEvents);
   } catch (error) {
-    if (error instanceof TooManyEventsError) {
+    if ((error as AppError).code === 'ERR_BODY_TOO_LARGE') {
       return {
         kind: 'too-many',
         message: `a request may carry at most ${maxEvents} events (MAX_INGEST_EVENTS); split it`,
@@ -85,6 +82,7 @@ export function routeRequest(
     let routedAny = false;
     for (const route of routes) {
       if (route.filter !== undefined && !route.filter.matches(object)) continue;
+      if (!sampled(eventId, route.sampleBound)) continue;
       routedAny = true;
       let record = records.get(route.projectionKey);
       if (record === undefined) {

@@ -6,6 +6,7 @@ import {
   compileProjection,
   type Projection,
 } from '../filter/index.ts';
+import { sampleBound } from './sampling.ts';
 
 /** The subscriptions the pipeline routes by, for all accounts (loaded from the store). */
 export interface RoutingConfig {
@@ -13,7 +14,8 @@ export interface RoutingConfig {
   subscriptions: {
     id: string;
     accountId: string;
-    sources: { type: string; filter: string; fields: string[] }[];
+    /** sampleRate: the share of filtered events delivered (0 < r <= 1); omitted: 1. */
+    sources: { type: string; filter: string; fields: string[]; sampleRate?: number }[];
     destinationIds: string[];
   }[];
 }
@@ -23,6 +25,8 @@ export interface Route {
   subscriptionId: string;
   /** Undefined: every event matches. */
   filter: CompiledFilter | undefined;
+  /** The source's sampling bound (sampling.ts), applied after the filter; undefined: keep all. */
+  sampleBound: number | undefined;
   /** Undefined: every field is kept. */
   project: Projection | undefined;
   /** Equal for routes that select the same fields, so their output is serialized once. */
@@ -56,6 +60,7 @@ export function compileRouting(config: RoutingConfig): Routing {
             traffic && source.filter.trim() !== ''
               ? cachedFilter(compileFilter(source.type, source.filter))
               : undefined,
+          sampleBound: sampleBound(source.sampleRate ?? 1),
           project:
             traffic && source.fields.length > 0
               ? compileProjection(source.type, source.fields)

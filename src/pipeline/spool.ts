@@ -2,7 +2,7 @@ import { mkdir, open, readdir, readFile, rename, rm, stat } from 'node:fs/promis
 import { join } from 'node:path';
 import { parseExact } from '../catalogue/int64-json.ts';
 import { fsyncDir } from '../fsync-dir.ts';
-import type { Batch, EventRecord } from './types.ts';
+import type { Batch, EventRecord } from '../sinks/types.ts';
 
 /** Where a destination keeps the batches its sink could not take yet, and how much of the disk it may use. */
 export interface SpoolOptions {

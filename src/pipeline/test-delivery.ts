@@ -1,12 +1,12 @@
 import { DESTINATION_TEST_EVENT_TYPE } from '../catalogue/event-types.ts';
 import { newId } from '../ids.ts';
-import type { DestinationHealth } from './destination.ts';
+import type { EventRecord } from '../sinks/types.ts';
 import type { Destinations } from './destinations.ts';
-import type { EventRecord } from './types.ts';
 
 /**
- * What a test delivery did: `durable` when the event was written or spooled (as for any event),
- * `delivered` only when the target itself took it; `error` says why not, when it did not.
+ * What a test delivery did, as the destination's receipt says: `durable` when the event was
+ * written or spooled (as for any event), `delivered` only when the target itself took it;
+ * `error` says why not, when it did not.
  */
 export interface TestDelivery {
   eventId: string;
@@ -15,7 +15,7 @@ export interface TestDelivery {
   error: string | null;
 }
 
-/** The test event's envelope (DESIGN.md §4): no principal, as it changes no account object. */
+/** The test event's envelope (docs/decisions.md#envelope): no principal, as it changes no account object. */
 export function testEventRecord(destinationId: string, accountId: string): EventRecord {
   const eventId = newId('ev');
   const envelope = {
@@ -36,21 +36,6 @@ export function testEventRecord(destinationId: string, accountId: string): Event
     partitionKey: destinationId,
     json: JSON.stringify(envelope),
   };
-}
-
-function describe(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
-
-// The destination only says "durable"; whether its target took the batch is read from health:
-// a write after we started, no failure since, and nothing left waiting in the spool.
-function wasDelivered(before: DestinationHealth, after: DestinationHealth, started: string) {
-  return (
-    after.status === 'ok' &&
-    after.last_success_at !== null &&
-    after.last_success_at >= started &&
-    after.last_error_at === before.last_error_at
-  );
 }
 
 /**
@@ -76,18 +61,20 @@ export async function deliverTestEvent(
       error: `event destination "${id}" is not open in the pipeline (see the service log)`,
     };
   }
-  const started = new Date().toISOString();
-  const before = destination.health();
   try {
-    await destination.deliver([record]);
+    const receipt = await destination.deliver([record]);
+    return {
+      eventId: record.eventId,
+      durable: true,
+      delivered: receipt.written,
+      error: receipt.reason,
+    };
   } catch (error) {
-    return { eventId: record.eventId, durable: false, delivered: false, error: describe(error) };
+    return {
+      eventId: record.eventId,
+      durable: false,
+      delivered: false,
+      error: (error as Error).message,
+    };
   }
-  const after = destination.health();
-  if (wasDelivered(before, after, started)) {
-    return { eventId: record.eventId, durable: true, delivered: true, error: null };
-  }
-  const error =
-    after.last_error ?? 'queued behind events already waiting for this destination (its spool)';
-  return { eventId: record.eventId, durable: true, delivered: false, error };
 }

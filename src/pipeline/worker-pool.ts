@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import { Piscina } from 'piscina';
+import { AppError } from '../errors.ts';
 import type { RoutingConfig } from './routing.ts';
 import type { RouteResult, RouteTask } from './worker-protocol.ts';
 
@@ -7,7 +8,11 @@ const WORKER_FILE = join(import.meta.dirname, '..', '..', 'workers', 'route-even
 
 /** The route-events workers and the routing configuration they must apply. */
 export interface RoutePool {
-  /** Routes one request with the current configuration. */
+  /**
+   * Routes one request with the current configuration. Throws ERR_BACKPRESSURE when the queue
+   * is full and ERR_UNAVAILABLE when the pool fails the task (a worker died or ran out of
+   * memory); a bug in routing is a `failed` result.
+   */
   route(
     request: Uint8Array,
     receivedAt: number,
@@ -57,21 +62,30 @@ export function createRoutePool(options: {
   // The pool replaces the worker by itself, so there is nothing else to do.
   pool.on('error', () => {});
   let config: RoutingConfig = { version: 0, subscriptions: [] };
+
+  function run(task: RouteTask): Promise<RouteResult> {
+    // Piscina's own check, made here so that a full queue needs no reading of its error text.
+    if (pool.queueSize >= options.maxQueue) {
+      return Promise.reject(
+        new AppError('ERR_BACKPRESSURE', 'too many requests queued; retry later'),
+      );
+    }
+    return pool.run(task).catch((error: unknown) => {
+      throw new AppError('ERR_UNAVAILABLE', 'event routing failed; retry', {}, { cause: error });
+    });
+  }
+
   return {
     async route(request, receivedAt) {
       const current = config;
       const { maxEvents } = options;
-      const first = await pool.run({ version: current.version, request, receivedAt, maxEvents });
+      const task = { version: current.version, request, receivedAt, maxEvents };
+      const first = await run(task);
       if (first.kind !== 'need-config') return first;
-      const second = await pool.run({
-        version: current.version,
-        config: current,
-        request,
-        receivedAt,
-        maxEvents,
-      });
-      if (second.kind === 'need-config')
-        throw new Error('route-events worker refused its configuration');
+      const second = await run({ ...task, config: current });
+      if (second.kind === 'need-config') {
+        return { kind: 'failed', message: 'route-events worker refused its configuration' };
+      }
       return second;
     },
     setConfig(next) {
@@ -80,18 +94,4 @@ export function createRoutePool(options: {
     utilization: () => pool.utilization,
     close: () => pool.close(),
   };
-}
-
-/**
- * How a failed `route()` should be answered: a worker that died or ran out of memory, or a full
- * queue, is the service's passing trouble (retry); anything else is a bug in routing, which a
- * retry would only repeat.
- */
-export function routeFailureKind(error: unknown): 'unavailable' | 'backpressure' | 'internal' {
-  const message = error instanceof Error ? error.message : '';
-  const code = (error as { code?: string } | null)?.code;
-  if (message === 'Task queue is at limit') return 'backpressure';
-  if (message.startsWith('worker exited with code') || code === 'ERR_WORKER_OUT_OF_MEMORY')
-    return 'unavailable';
-  return 'internal';
 }

@@ -1,5 +1,5 @@
+import type { EventRecord } from '../sinks/types.ts';
 import type { RoutingConfig } from './routing.ts';
-import type { EventRecord } from './types.ts';
 
 // The typed boundary between the ingest thread and the route-events workers: one task per
 // Publish request (never per event), one result per task.
@@ -28,6 +28,8 @@ export type RouteResult =
   | { kind: 'need-config' }
   | { kind: 'invalid'; message: string }
   | { kind: 'too-many'; message: string }
+  /** A bug in routing (never the client's doing); `message` is for the log. */
+  | { kind: 'failed'; message: string }
   | {
       kind: 'routed';
       /** The PublishResponse (accepted count, assigned ids in request order), binary protobuf. */

@@ -13,7 +13,7 @@ import {
 // A certificate authority of an account (ngrok's /certificate_authorities): one CA certificate
 // that mutual TLS will verify client certificates against. It has no private key.
 
-/** What a certificate authority shows, read from its `ca_pem` (SPEC.md's table, in its order). */
+/** What a certificate authority shows, read from its `ca_pem` (the spec's table, in its order). */
 export interface CertificateAuthorityFields {
   [field: string]: string | string[];
   ca_pem: string;

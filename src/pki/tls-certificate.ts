@@ -18,7 +18,7 @@ import {
 // private key, to terminate TLS with. The fields shown are read from the leaf; the private key is
 // taken, checked against the leaf, and handed back only to be sealed (never shown).
 
-/** What a TLS certificate shows (SPEC.md's table "TLS certificate events", in its order). */
+/** What a TLS certificate shows (the spec's table "TLS certificate events", in its order). */
 export interface TlsCertificateFields {
   [field: string]: string | string[] | null | { dns_names: string[]; ips: string[] };
   certificate_pem: string;

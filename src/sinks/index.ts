@@ -1,60 +1,44 @@
 import type { Logger } from '../logger.ts';
-import type { ClickHouseSinkSettings } from './clickhouse/config.ts';
+import { CLICKHOUSE_SINK } from './clickhouse/index.ts';
+import { FILE_SINK } from './file/index.ts';
 import { accountEventsDir } from './file/layout.ts';
-import type { KafkaSinkSettings } from './kafka/config.ts';
-import type { Sink } from './types.ts';
-
-/** A destination's target as the API stores it: exactly one of the supported kinds. */
-export interface TargetSettings {
-  file?: { path: string; max_file_bytes?: number; max_file_age_ms?: number };
-  kafka?: KafkaSinkSettings;
-  clickhouse?: ClickHouseSinkSettings;
-}
+import { KAFKA_SINK } from './kafka/index.ts';
+import type { Settings } from './settings.ts';
+import type { Sink, SinkKind } from './types.ts';
 
 /**
- * Builds the sink of a stored target; a file target's path is inside its account's directory.
- * Each kind's module (and its client library: kafkajs, @clickhouse/client) loads on first use,
- * so a start loads only the kinds configured.
+ * The kinds of sink this deployment delivers to. The API's target shapes, the OpenAPI document,
+ * the store's secret sealing and the pipeline's sink factory all loop over this list: a new
+ * kind is one descriptor here. A descriptor loads its client library only when a sink is made.
  */
+// biome-ignore lint/suspicious/noExplicitAny: each descriptor has its own config type.
+export const SINKS: readonly SinkKind<any>[] = [FILE_SINK, KAFKA_SINK, CLICKHOUSE_SINK];
+
+/** A destination's target as stored: one key, a kind of SINKS, holding its settings. */
+export type TargetSettings = Record<string, Settings>;
+
+/** The descriptor of a kind, or undefined. */
+export function sinkKind(kind: string): SinkKind | undefined {
+  return SINKS.find((sink) => sink.kind === kind);
+}
+
+/** A target's kind and settings; a target naming no known kind is a bug upstream of here. */
+export function targetKind(target: TargetSettings): { sink: SinkKind; settings: Settings } {
+  for (const [kind, settings] of Object.entries(target)) {
+    const sink = sinkKind(kind);
+    if (sink !== undefined) return { sink, settings };
+  }
+  throw new TypeError(`destination target has no supported kind: ${Object.keys(target)}`);
+}
+
+/** Builds the sink of a stored target; a file target's path is inside its account's directory. */
 export async function createSink(
   target: TargetSettings,
   deps: { dataDir: string; accountId: string; logger: Logger },
 ): Promise<Sink> {
-  const { logger } = deps;
-  if (target.file !== undefined) {
-    const [{ parseFileSinkConfig }, { createFileSink }] = await Promise.all([
-      import('./file/config.ts'),
-      import('./file/sink.ts'),
-    ]);
-    const config = parseFileSinkConfig(
-      {
-        path: target.file.path,
-        maxFileBytes: target.file.max_file_bytes,
-        maxFileAgeMs: target.file.max_file_age_ms,
-      },
-      { baseDir: accountEventsDir(deps.dataDir, deps.accountId) },
-    );
-    return createFileSink({ config, logger });
-  }
-  if (target.kafka !== undefined) {
-    const [{ parseKafkaSinkConfig }, { createKafkaSink }] = await Promise.all([
-      import('./kafka/config.ts'),
-      import('./kafka/sink.ts'),
-    ]);
-    return createKafkaSink({ config: parseKafkaSinkConfig(target.kafka), logger });
-  }
-  if (target.clickhouse !== undefined) {
-    const [{ parseClickHouseSinkConfig }, { createClickHouseSink }, { tableForEventType }] =
-      await Promise.all([
-        import('./clickhouse/config.ts'),
-        import('./clickhouse/sink.ts'),
-        import('./clickhouse/tables.ts'),
-      ]);
-    return createClickHouseSink({
-      config: parseClickHouseSinkConfig(target.clickhouse),
-      tableFor: tableForEventType,
-      logger,
-    });
-  }
-  throw new Error(`destination target has no supported kind: ${Object.keys(target).join(', ')}`);
+  const { sink, settings } = targetKind(target);
+  const config = sink.parse(settings, {
+    accountDir: accountEventsDir(deps.dataDir, deps.accountId),
+  });
+  return sink.create(config, { logger: deps.logger });
 }

@@ -1,4 +1,23 @@
-import type { Batch } from '../pipeline/types.ts';
+import type { Logger } from '../logger.ts';
+import type { JsonSchema, Settings } from './settings.ts';
+
+/** One event ready for delivery: the envelope already serialized once, shared by every sink. */
+export interface EventRecord {
+  eventId: string;
+  eventType: string;
+  accountId: string;
+  /** Keeps one host's events together (Kafka partition key). */
+  partitionKey: string;
+  /** The envelope as one JSON document, no trailing newline. */
+  json: string;
+}
+
+/** What a sink receives: records for one destination, in arrival order. */
+export interface Batch {
+  records: EventRecord[];
+  /** Sum of the records' JSON byte lengths. */
+  bytes: number;
+}
 
 /** A delivery target. `write` resolves only when the batch is durable at the target. */
 export interface Sink {
@@ -14,4 +33,28 @@ export class SinkError extends Error {
     this.name = 'SinkError';
     this.retriable = retriable;
   }
+}
+
+/** What building a sink may need beyond its settings. */
+export interface SinkContext {
+  /** The account's directory, `DATA_DIR/events/<account_id>`: file paths are inside it. */
+  accountDir: string;
+}
+
+/**
+ * One kind of sink, described by itself: its settings' JSON Schema (the only declaration of
+ * them: types, secrets, defaults, bounds), the parser that checks values the schema cannot, and
+ * the factory, which loads the kind's client library on first use.
+ */
+export interface SinkKind<Config = unknown> {
+  /** The key naming it in a destination's `target`. */
+  kind: string;
+  /** One line for the OpenAPI document. */
+  doc: string;
+  settings: JsonSchema;
+  /** Validated settings with defaults filled in; throws SinkConfigError naming the bad one. */
+  parse(settings: Settings, context: SinkContext): Config;
+  /** The settings to store: one spelling of each value (a file path normalised). */
+  canonical?(settings: Settings): Settings;
+  create(config: Config, deps: { logger: Logger }): Promise<Sink>;
 }

@@ -1,4 +1,5 @@
-import type { Queryable } from './db.ts';
+import type { Keyring } from '../secrets.ts';
+import type { Db, Queryable } from './db.ts';
 
 /** An object of one of the account families, as stored (account_objects). */
 export interface AccountObjectRow {
@@ -117,4 +118,26 @@ export async function objectsOfKind(
     [accountId, kind],
   );
   return result.rows;
+}
+
+/**
+ * Seals again every account-object secret (a private key) not sealed with the keyring's current
+ * key, as resealDestinationSecrets does for destinations. Run at start; returns the rows changed.
+ */
+export async function resealObjectSecrets(db: Db, keyring: Keyring): Promise<number> {
+  const changed = await db.transaction(async (tx) => {
+    const rows = await tx.query<{ id: string; secret: string }>(
+      'SELECT id, secret FROM account_objects WHERE secret IS NOT NULL ORDER BY id FOR UPDATE',
+    );
+    const stale = rows.rows.filter((row) => keyring.stale(row.secret));
+    for (const row of stale) {
+      await tx.query('UPDATE account_objects SET secret = $2 WHERE id = $1', [
+        row.id,
+        keyring.seal(keyring.open(row.secret)),
+      ]);
+    }
+    return stale.length;
+  });
+  if (changed > 0) await db.query('VACUUM FULL account_objects');
+  return changed;
 }

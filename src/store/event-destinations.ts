@@ -1,45 +1,14 @@
 import type { Keyring } from '../secrets.ts';
+import { type TargetSettings, targetKind } from '../sinks/index.ts';
+import { mapSecrets as mapSettingsSecrets } from '../sinks/settings.ts';
 import type { Db, Queryable } from './db.ts';
 
-// Targets are stored with their secrets (kafka.sasl.password, clickhouse.password) sealed by the
+// Targets are stored with their secrets (each sink's writeOnly settings) sealed by the
 // keyring (src/secrets.ts); every function here seals on write and opens on read, so rows in
 // memory hold them in clear for the pipeline, and the store's files never do.
 
-/** A file target: NDJSON files in a directory relative to the data directory's events/. */
-export interface FileTarget {
-  path: string;
-  max_file_bytes?: number;
-  max_file_age_ms?: number;
-}
-
-/** A Kafka target; sasl.password is a secret the API never shows. */
-export interface KafkaTarget {
-  brokers: string[];
-  topic: string;
-  client_id?: string;
-  compression?: 'none' | 'gzip';
-  sasl?: {
-    mechanism: 'plain' | 'scram-sha-256' | 'scram-sha-512';
-    username: string;
-    password: string;
-  };
-  tls?: boolean;
-}
-
-/** A ClickHouse target; password is a secret the API never shows. */
-export interface ClickHouseTarget {
-  url: string;
-  database?: string;
-  table_prefix?: string;
-  user?: string;
-  password?: string;
-}
-
-/** Exactly one kind of target, as the API names them; stored whole, secrets sealed. */
-export type DestinationTarget =
-  | { file: FileTarget }
-  | { kafka: KafkaTarget }
-  | { clickhouse: ClickHouseTarget };
+/** Exactly one kind of target (a kind of src/sinks/index.ts), stored whole, secrets sealed. */
+export type DestinationTarget = TargetSettings;
 
 /** An event destination as stored. */
 export interface EventDestinationRow {
@@ -52,19 +21,13 @@ export interface EventDestinationRow {
   created_at: Date;
 }
 
-/** The target with each secret replaced by `change(secret)`; other fields as they are. */
+/** The target with each secret (its schema's writeOnly settings) replaced by `change(secret)`. */
 function mapSecrets(
   target: DestinationTarget,
   change: (secret: string) => string,
 ): DestinationTarget {
-  if ('kafka' in target && target.kafka.sasl !== undefined) {
-    const { sasl } = target.kafka;
-    return { kafka: { ...target.kafka, sasl: { ...sasl, password: change(sasl.password) } } };
-  }
-  if ('clickhouse' in target && target.clickhouse.password !== undefined) {
-    return { clickhouse: { ...target.clickhouse, password: change(target.clickhouse.password) } };
-  }
-  return target;
+  const { sink, settings } = targetKind(target);
+  return { [sink.kind]: mapSettingsSecrets(sink.settings, settings, change) };
 }
 
 /** The target with its secrets in clear, as stored targets are sealed. */
@@ -105,36 +68,32 @@ export async function insertEventDestination(
   );
 }
 
-/** One destination of an account. */
-export async function getEventDestination(
+// One destination of an account by `sql` ($1 account, $2 id), its secrets opened.
+async function oneRow(
+  sql: string,
   db: Queryable,
   accountId: string,
   id: string,
   keyring: Keyring,
 ): Promise<EventDestinationRow | undefined> {
-  const result = await db.query<EventDestinationRow>(
-    'SELECT * FROM event_destinations WHERE account_id = $1 AND id = $2',
-    [accountId, id],
-  );
+  const result = await db.query<EventDestinationRow>(sql, [accountId, id]);
   return openRow(result.rows[0], keyring);
 }
+
+/** One destination of an account. */
+export const getEventDestination = oneRow.bind(
+  undefined,
+  'SELECT * FROM event_destinations WHERE account_id = $1 AND id = $2',
+);
 
 /**
  * Locks one destination for update inside a transaction. Subscriptions that start naming it
  * wait for the lock (their foreign key check), so a delete's in-use check cannot be raced.
  */
-export async function lockEventDestination(
-  db: Queryable,
-  accountId: string,
-  id: string,
-  keyring: Keyring,
-): Promise<EventDestinationRow | undefined> {
-  const result = await db.query<EventDestinationRow>(
-    'SELECT * FROM event_destinations WHERE account_id = $1 AND id = $2 FOR UPDATE',
-    [accountId, id],
-  );
-  return openRow(result.rows[0], keyring);
-}
+export const lockEventDestination = oneRow.bind(
+  undefined,
+  'SELECT * FROM event_destinations WHERE account_id = $1 AND id = $2 FOR UPDATE',
+);
 
 /**
  * The ids among `ids` that name destinations of the account, locked against deletion until the
@@ -174,18 +133,10 @@ export async function updateEventDestination(
 }
 
 /** Deletes a destination (no subscription may name it any more) and returns the row it was. */
-export async function deleteEventDestination(
-  db: Queryable,
-  accountId: string,
-  id: string,
-  keyring: Keyring,
-): Promise<EventDestinationRow | undefined> {
-  const result = await db.query<EventDestinationRow>(
-    'DELETE FROM event_destinations WHERE account_id = $1 AND id = $2 RETURNING *',
-    [accountId, id],
-  );
-  return openRow(result.rows[0], keyring);
-}
+export const deleteEventDestination = oneRow.bind(
+  undefined,
+  'DELETE FROM event_destinations WHERE account_id = $1 AND id = $2 RETURNING *',
+);
 
 /** The subscriptions that still deliver to a destination, oldest first. */
 export async function subscriptionsUsingDestination(

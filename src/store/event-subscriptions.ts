@@ -17,6 +17,8 @@ export interface EventSourceRow {
   filter: string;
   /** [] = every field. */
   fields: string[];
+  /** The share of filtered events delivered, 0 < r <= 1 (src/pipeline/sampling.ts). */
+  sample_rate: number;
   position: number;
   created_at: Date;
 }
@@ -118,13 +120,15 @@ export async function destinationIdsOf(
 /** Inserts one source; a type the subscription already has raises the unique violation. */
 export async function insertEventSource(db: Queryable, row: EventSourceRow): Promise<void> {
   await db.query(
-    `INSERT INTO event_sources (subscription_id, type, filter, fields, position, created_at)
-     VALUES ($1, $2, $3, $4, $5, $6)`,
+    `INSERT INTO event_sources
+       (subscription_id, type, filter, fields, sample_rate, position, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7)`,
     [
       row.subscription_id,
       row.type,
       row.filter,
       JSON.stringify(row.fields),
+      row.sample_rate,
       row.position,
       row.created_at,
     ],
@@ -141,11 +145,12 @@ export async function replaceEventSources(
   for (const row of rows) await insertEventSource(db, row);
 }
 
-/** Writes the filter and fields of an existing source. */
+/** Writes the filter, fields and sample rate of an existing source. */
 export async function updateEventSource(db: Queryable, row: EventSourceRow): Promise<void> {
   await db.query(
-    'UPDATE event_sources SET filter = $3, fields = $4 WHERE subscription_id = $1 AND type = $2',
-    [row.subscription_id, row.type, row.filter, JSON.stringify(row.fields)],
+    `UPDATE event_sources SET filter = $3, fields = $4, sample_rate = $5
+     WHERE subscription_id = $1 AND type = $2`,
+    [row.subscription_id, row.type, row.filter, JSON.stringify(row.fields), row.sample_rate],
   );
 }
 

@@ -1,6 +1,6 @@
 import type { Queryable } from './db.ts';
 
-/** The envelope every delivered event has (DESIGN.md §4). */
+/** The envelope every delivered event has (docs/decisions.md#envelope). */
 export interface Envelope {
   event_id: string;
   event_type: string;

@@ -14,7 +14,7 @@ export interface PipelineDestination {
 export interface PipelineSubscription {
   id: string;
   accountId: string;
-  sources: { type: string; filter: string; fields: string[] }[];
+  sources: { type: string; filter: string; fields: string[]; sampleRate: number }[];
   destinationIds: string[];
 }
 
@@ -66,8 +66,9 @@ export async function loadPipelineConfig(db: Db, keyring: Keyring): Promise<Pipe
       type: string;
       filter: string;
       fields: string[];
+      sample_rate: number;
     }>(
-      `SELECT subscription_id, type, filter, fields FROM event_sources
+      `SELECT subscription_id, type, filter, fields, sample_rate FROM event_sources
        ORDER BY subscription_id, position, type`,
     );
     const links = await tx.query<{ subscription_id: string; destination_id: string }>(
@@ -83,6 +84,7 @@ export async function loadPipelineConfig(db: Db, keyring: Keyring): Promise<Pipe
         type: row.type,
         filter: row.filter,
         fields: row.fields,
+        sampleRate: row.sample_rate,
       });
     }
     for (const row of links.rows)

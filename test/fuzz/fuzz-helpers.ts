@@ -7,11 +7,7 @@ import { TEST_BOOTSTRAP_KEY } from '../helpers/service.ts';
 // invalid UTF-8 and hand-written JSON reach the server as they are), the DESIGN.md §4 error-body
 // check, row counts for "a 4xx leaves nothing behind", and generators of hostile JSON values.
 
-/** fast-check settings shared by the fuzz files: FUZZ_SEED reproduces a failing run. */
-export function fuzzParams(numRuns: number): fc.Parameters<unknown> {
-  const seed = process.env.FUZZ_SEED === undefined ? undefined : Number(process.env.FUZZ_SEED);
-  return { numRuns, ...(seed === undefined ? {} : { seed }), endOnFailure: true };
-}
+export { fuzzParams } from '../helpers/fuzz.ts';
 
 /** The env every fuzzed service gets: no rate limit in the way of a few thousand requests. */
 export const FUZZ_ENV = {
@@ -132,6 +128,7 @@ const TABLES = [
   'event_subscriptions',
   'event_sources',
   'event_subscription_destinations',
+  'account_objects',
 ] as const;
 
 export type RowCounts = Record<(typeof TABLES)[number], number>;

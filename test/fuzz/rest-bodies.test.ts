@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FAMILIES } from '../../src/api/objects/families.ts';
 import type { Service } from '../../src/service.ts';
 import { startTestService } from '../helpers/service.ts';
 import { STORES, type TestStore } from '../helpers/stores.ts';
@@ -17,7 +18,8 @@ import {
   wrongValue,
 } from './fuzz-helpers.ts';
 
-// Property-based bad input for every REST create and update route, on both stores: whatever the
+// Property-based bad input for every REST create and update route (the families' generated from
+// their declarations), on both stores: whatever the
 // body (any JSON value, random keys, one wrong field in a valid body, raw text of hostile shapes:
 // deep nesting, invalid UTF-8, NaN/Infinity/1e309 literals, ~1 MB strings), the answer is a 2xx or
 // a 4xx with the DESIGN.md §4 body, never a 5xx or a stack trace, the service stays up, and a 4xx
@@ -119,7 +121,38 @@ describe.each(STORES)('REST create/update bodies under fuzz ($kind)', ({ open })
     sourcesOf: '',
   };
 
+  /** One object of each family (for its PATCH route and the references of others). */
+  const familyIds: Record<string, string> = {};
+
+  /** The create and update routes of every family, from its declaration and example. */
+  const familyRoutes = (): RouteSpec[] =>
+    FAMILIES.flatMap(({ resource }) => {
+      const taken = Object.entries(resource.fields).filter(([, f]) => !f.serverAssigned);
+      const example = fc
+        .nat()
+        .map((n) => resource.example({ tag: `fz${n}`, idOf: (path) => familyIds[path] }));
+      return [
+        {
+          name: `POST /${resource.path}`,
+          method: 'POST' as const,
+          path: () => `/${resource.path}`,
+          fields: taken.map(([name]) => name),
+          valid: fc
+            .tuple(example, fc.record(describeAndMeta, { requiredKeys: [] }))
+            .map(([body, more]) => ({ ...body, ...more })),
+        },
+        {
+          name: `PATCH /${resource.path}/{id}`,
+          method: 'PATCH' as const,
+          path: () => `/${resource.path}/${familyIds[resource.path]}`,
+          fields: taken.filter(([, f]) => f.notUpdatable === undefined).map(([name]) => name),
+          valid: fc.record(describeAndMeta, { requiredKeys: [] }),
+        },
+      ];
+    });
+
   const routes = (): RouteSpec[] => [
+    ...familyRoutes(),
     {
       name: 'POST /agent_ingresses',
       method: 'POST',
@@ -262,6 +295,10 @@ describe.each(STORES)('REST create/update bodies under fuzz ($kind)', ({ open })
       destination_ids: [ids.destination],
     });
     ids.sourcesOf = await create('/event_subscriptions', { sources: [{ type: HTTP }] });
+    for (const { resource } of FAMILIES) {
+      const body = resource.example({ tag: 'fuzz-base', idOf: (path) => familyIds[path] });
+      familyIds[resource.path] = await create(`/${resource.path}`, body);
+    }
   });
   afterAll(async () => {
     await service?.close();

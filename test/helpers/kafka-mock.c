@@ -85,6 +85,10 @@ static void handle_command(rd_kafka_mock_cluster_t *mc, int brokers,
                         else
                                 printf("OK\n");
                 }
+        } else if (!strcmp(cmd, "produce-error") && n == 3) {
+                /* The next Produce request (ApiKey 0) is answered with error `num`. */
+                rd_kafka_mock_push_request_errors(mc, 0, 1, (rd_kafka_resp_err_t)num);
+                printf("OK\n");
         } else {
                 printf("ERR unknown command\n");
         }

@@ -42,6 +42,8 @@ export interface KafkaMock {
   brokerDown(id: number): Promise<void>;
   /** Lets broker `id` (-1: all) accept connections again on the same port, data intact. */
   brokerUp(id: number): Promise<void>;
+  /** Answers the next Produce request with Kafka error `code` (e.g. 29, TOPIC_AUTHORIZATION_FAILED). */
+  failNextProduce(code: number): Promise<void>;
   /** Stops the cluster (all data is in memory and goes with it) and removes its temp dir. */
   close(): Promise<void>;
 }
@@ -141,6 +143,7 @@ export async function startKafka(opts: StartKafkaOptions = {}): Promise<KafkaMoc
     createTopic: (name, partitions = 3) => command(`topic ${name} ${partitions}`),
     brokerDown: (id) => command(`down ${id}`),
     brokerUp: (id) => command(`up ${id}`),
+    failNextProduce: (code) => command(`produce-error - ${code}`),
     close() {
       closing ??= (async () => {
         child.stdin!.end();

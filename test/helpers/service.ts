@@ -1,8 +1,9 @@
+import { afterAll, beforeAll } from 'vitest';
 import { loadConfig } from '../../src/config.ts';
 import { createLogger } from '../../src/logger.ts';
 import { type Service, startService } from '../../src/service.ts';
 import { freePort } from './free-port.ts';
-import type { TestStore } from './stores.ts';
+import { pgliteStore, type TestStore } from './stores.ts';
 
 /** The bootstrap token every test service gets, so tests know their first key. */
 export const TEST_BOOTSTRAP_KEY = 'test_bootstrap_key_0123456789abcdef';
@@ -63,3 +64,44 @@ export function apiClient(baseUrl: string, token?: string) {
 
 /** The API client type. */
 export type ApiClient = ReturnType<typeof apiClient>;
+
+/** The store, service and API client one describe block tests against. */
+export interface TestServiceContext {
+  readonly store: TestStore;
+  readonly service: Service;
+  /** A client holding the bootstrap key. */
+  readonly api: ApiClient;
+  /** Stops the service and starts it again on the same store (a restart). */
+  restart(): Promise<void>;
+}
+
+/**
+ * Starts a store (`open`, PGlite unless given) and the real service on it (with `env`, or what
+ * an async `env` gives, e.g. a free port) before the block's tests, and stops both after them. Read the fields inside tests: they are set in beforeAll.
+ */
+export function useTestService(
+  open: () => Promise<TestStore> = pgliteStore,
+  env: Record<string, string> | (() => Promise<Record<string, string>>) = {},
+): TestServiceContext {
+  let settled: Record<string, string> | undefined;
+  const start = async () => {
+    settled ??= typeof env === 'function' ? await env() : env;
+    context.service = await startTestService(context.store, settled);
+    context.api = apiClient(context.service.url, TEST_BOOTSTRAP_KEY);
+  };
+  const context = {
+    async restart() {
+      await context.service.close();
+      await start();
+    },
+  } as { store: TestStore; service: Service; api: ApiClient; restart(): Promise<void> };
+  beforeAll(async () => {
+    context.store = await open();
+    await start();
+  });
+  afterAll(async () => {
+    await context.service?.close();
+    await context.store?.cleanup();
+  });
+  return context;
+}

@@ -1,13 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Service } from '../../src/service.ts';
+import { describe, expect, it } from 'vitest';
 import { expectError } from '../helpers/expect-error.ts';
-import {
-  type ApiClient,
-  apiClient,
-  startTestService,
-  TEST_BOOTSTRAP_KEY,
-} from '../helpers/service.ts';
-import { STORES, type TestStore } from '../helpers/stores.ts';
+import { apiClient, useTestService } from '../helpers/service.ts';
+import { STORES } from '../helpers/stores.ts';
 
 let counter = 0;
 const uniqueDomain = () => `d${Date.now().toString(36)}${counter++}.example.com`;
@@ -26,23 +20,11 @@ function domainOfLength(bytes: number): string {
 }
 
 describe.each(STORES)('Agent Ingress API on $kind', ({ open }) => {
-  let store: TestStore;
-  let service: Service;
-  let api: ApiClient;
-
-  beforeAll(async () => {
-    store = await open();
-    service = await startTestService(store);
-    api = apiClient(service.url, TEST_BOOTSTRAP_KEY);
-  });
-  afterAll(async () => {
-    await service?.close();
-    await store?.cleanup();
-  });
+  const t = useTestService(open);
 
   it('creates, gets, lists, updates and deletes an ingress', async () => {
     const domain = uniqueDomain();
-    const created = await api('POST', '/agent_ingresses', {
+    const created = await t.api('POST', '/agent_ingresses', {
       domain: domain.toUpperCase(),
       description: 'edge for the billing agents',
       metadata: '{"team":"billing"}',
@@ -51,7 +33,7 @@ describe.each(STORES)('Agent Ingress API on $kind', ({ open }) => {
     const ingress = created.body;
     expect(ingress).toEqual({
       id: expect.stringMatching(/^agin_[0-9a-z]{26}$/),
-      uri: `${service.url}/agent_ingresses/${ingress.id}`,
+      uri: `${t.service.url}/agent_ingresses/${ingress.id}`,
       description: 'edge for the billing agents',
       metadata: '{"team":"billing"}',
       domain,
@@ -64,25 +46,25 @@ describe.each(STORES)('Agent Ingress API on $kind', ({ open }) => {
       certificate_management_status: null,
     });
 
-    expect((await api('GET', `/agent_ingresses/${ingress.id}`)).body).toEqual(ingress);
-    const list = await api('GET', '/agent_ingresses');
+    expect((await t.api('GET', `/agent_ingresses/${ingress.id}`)).body).toEqual(ingress);
+    const list = await t.api('GET', '/agent_ingresses');
     expect(list.status).toBe(200);
     expect(list.body.ingresses.map((i: { id: string }) => i.id)).toContain(ingress.id);
-    expect(list.body.uri).toBe(`${service.url}/agent_ingresses`);
+    expect(list.body.uri).toBe(`${t.service.url}/agent_ingresses`);
 
-    const patched = await api('PATCH', `/agent_ingresses/${ingress.id}`, { description: '' });
+    const patched = await t.api('PATCH', `/agent_ingresses/${ingress.id}`, { description: '' });
     expect(patched.status).toBe(200);
     expect(patched.body).toEqual({ ...ingress, description: '' });
 
-    const deleted = await api('DELETE', `/agent_ingresses/${ingress.id}`);
+    const deleted = await t.api('DELETE', `/agent_ingresses/${ingress.id}`);
     expect(deleted.status).toBe(204);
     expect(deleted.body).toBeNull();
-    expectError(await api('GET', `/agent_ingresses/${ingress.id}`), 404, 'ERR_NOT_FOUND');
-    expectError(await api('DELETE', `/agent_ingresses/${ingress.id}`), 404, 'ERR_NOT_FOUND');
+    expectError(await t.api('GET', `/agent_ingresses/${ingress.id}`), 404, 'ERR_NOT_FOUND');
+    expectError(await t.api('DELETE', `/agent_ingresses/${ingress.id}`), 404, 'ERR_NOT_FOUND');
   });
 
   it('manages the certificate policy and queues a provisioning job', async () => {
-    const created = await api('POST', '/agent_ingresses', {
+    const created = await t.api('POST', '/agent_ingresses', {
       domain: uniqueDomain(),
       certificate_management_policy: { authority: 'letsencrypt' },
     });
@@ -99,25 +81,25 @@ describe.each(STORES)('Agent Ingress API on $kind', ({ open }) => {
       retries_at: null,
     });
     expect(status.provisioning_job).not.toHaveProperty('error_code');
-    const jobs = await service.db.query<{ state: string }>(
+    const jobs = await t.service.db.query<{ state: string }>(
       'SELECT state FROM jobs WHERE subject_id = $1',
       [created.body.id],
     );
     expect(jobs.rows).toEqual([{ state: 'queued' }]);
 
-    const ecdsa = await api('PATCH', `/agent_ingresses/${created.body.id}`, {
+    const ecdsa = await t.api('PATCH', `/agent_ingresses/${created.body.id}`, {
       certificate_management_policy: { authority: 'letsencrypt', private_key_type: 'ecdsa' },
     });
     expect(ecdsa.body.certificate_management_policy.private_key_type).toBe('ecdsa');
     expect(ecdsa.body.certificate_management_status.provisioning_job.msg).toContain('queued');
 
-    const off = await api('PATCH', `/agent_ingresses/${created.body.id}`, {
+    const off = await t.api('PATCH', `/agent_ingresses/${created.body.id}`, {
       certificate_management_policy: null,
     });
     expect(off.status).toBe(200);
     expect(off.body.certificate_management_policy).toBeNull();
     expect(off.body.certificate_management_status).toBeNull();
-    const active = await service.db.query(
+    const active = await t.service.db.query(
       "SELECT 1 FROM jobs WHERE subject_id = $1 AND state = 'queued'",
       [created.body.id],
     );
@@ -126,14 +108,14 @@ describe.each(STORES)('Agent Ingress API on $kind', ({ open }) => {
 
   it('counts byte limits in UTF-8 bytes', async () => {
     const euro = '€'; // 3 bytes
-    const ok = await api('POST', '/agent_ingresses', {
+    const ok = await t.api('POST', '/agent_ingresses', {
       domain: uniqueDomain(),
       description: euro.repeat(85),
       metadata: euro.repeat(1365),
     });
     expect(ok.status).toBe(201);
     expectError(
-      await api('POST', '/agent_ingresses', {
+      await t.api('POST', '/agent_ingresses', {
         domain: uniqueDomain(),
         description: euro.repeat(86),
       }),
@@ -142,7 +124,7 @@ describe.each(STORES)('Agent Ingress API on $kind', ({ open }) => {
       '255 bytes',
     );
     expectError(
-      await api('POST', '/agent_ingresses', {
+      await t.api('POST', '/agent_ingresses', {
         domain: uniqueDomain(),
         metadata: `${euro.repeat(1365)}ab`,
       }),
@@ -151,7 +133,7 @@ describe.each(STORES)('Agent Ingress API on $kind', ({ open }) => {
       '4096 bytes',
     );
     expectError(
-      await api('PATCH', `/agent_ingresses/${ok.body.id}`, { description: 'x'.repeat(256) }),
+      await t.api('PATCH', `/agent_ingresses/${ok.body.id}`, { description: 'x'.repeat(256) }),
       400,
       'ERR_FIELD_TOO_LONG',
       'description',
@@ -162,11 +144,11 @@ describe.each(STORES)('Agent Ingress API on $kind', ({ open }) => {
     // The longest default region is us-cal-1: its region domain adds 9 bytes.
     const longest = domainOfLength(244);
     expect(longest.length).toBe(244);
-    const created = await api('POST', '/agent_ingresses', { domain: longest });
+    const created = await t.api('POST', '/agent_ingresses', { domain: longest });
     expect(created.status).toBe(201);
     expect(Math.max(...created.body.region_domains.map((d: string) => d.length))).toBe(253);
     for (const bytes of [245, 249, 253]) {
-      const rejected = await api('POST', '/agent_ingresses', { domain: domainOfLength(bytes) });
+      const rejected = await t.api('POST', '/agent_ingresses', { domain: domainOfLength(bytes) });
       expectError(
         rejected,
         400,
@@ -178,9 +160,9 @@ describe.each(STORES)('Agent Ingress API on $kind', ({ open }) => {
   });
 
   it('rejects bad domains, bad policies, unknown fields and a domain in PATCH', async () => {
-    expectError(await api('POST', '/agent_ingresses', {}), 400, 'ERR_MISSING_FIELD', 'domain');
+    expectError(await t.api('POST', '/agent_ingresses', {}), 400, 'ERR_MISSING_FIELD', 'domain');
     expectError(
-      await api('POST', '/agent_ingresses', { domain: 42 }),
+      await t.api('POST', '/agent_ingresses', { domain: 42 }),
       400,
       'ERR_INVALID_FIELD',
       'domain',
@@ -199,21 +181,21 @@ describe.each(STORES)('Agent Ingress API on $kind', ({ open }) => {
       'exämple.com',
     ]) {
       expectError(
-        await api('POST', '/agent_ingresses', { domain: bad }),
+        await t.api('POST', '/agent_ingresses', { domain: bad }),
         400,
         'ERR_INVALID_DOMAIN',
       );
     }
     const domain = uniqueDomain();
-    expect((await api('POST', '/agent_ingresses', { domain })).status).toBe(201);
-    expectError(await api('POST', '/agent_ingresses', { domain }), 409, 'ERR_DOMAIN_TAKEN');
+    expect((await t.api('POST', '/agent_ingresses', { domain })).status).toBe(201);
+    expectError(await t.api('POST', '/agent_ingresses', { domain }), 409, 'ERR_DOMAIN_TAKEN');
     expectError(
-      await api('POST', '/agent_ingresses', { domain: domain.toUpperCase() }),
+      await t.api('POST', '/agent_ingresses', { domain: domain.toUpperCase() }),
       409,
       'ERR_DOMAIN_TAKEN',
     );
     expectError(
-      await api('POST', '/agent_ingresses', {
+      await t.api('POST', '/agent_ingresses', {
         domain: uniqueDomain(),
         certificate_management_policy: { authority: 'zerossl' },
       }),
@@ -222,7 +204,7 @@ describe.each(STORES)('Agent Ingress API on $kind', ({ open }) => {
       'authority',
     );
     expectError(
-      await api('POST', '/agent_ingresses', {
+      await t.api('POST', '/agent_ingresses', {
         domain: uniqueDomain(),
         certificate_management_policy: { authority: 'letsencrypt', private_key_type: 'dsa' },
       }),
@@ -231,7 +213,7 @@ describe.each(STORES)('Agent Ingress API on $kind', ({ open }) => {
       'private_key_type',
     );
     expectError(
-      await api('POST', '/agent_ingresses', {
+      await t.api('POST', '/agent_ingresses', {
         domain: uniqueDomain(),
         certificate_management_policy: { authority: 'letsencrypt', renew: true },
       }),
@@ -240,30 +222,30 @@ describe.each(STORES)('Agent Ingress API on $kind', ({ open }) => {
       'certificate_management_policy.renew',
     );
     expectError(
-      await api('POST', '/agent_ingresses', { domain: uniqueDomain(), color: 'blue' }),
+      await t.api('POST', '/agent_ingresses', { domain: uniqueDomain(), color: 'blue' }),
       400,
       'ERR_UNKNOWN_FIELD',
       'color',
     );
-    const created = await api('POST', '/agent_ingresses', { domain: uniqueDomain() });
+    const created = await t.api('POST', '/agent_ingresses', { domain: uniqueDomain() });
     expectError(
-      await api('PATCH', `/agent_ingresses/${created.body.id}`, { domain: uniqueDomain() }),
+      await t.api('PATCH', `/agent_ingresses/${created.body.id}`, { domain: uniqueDomain() }),
       400,
       'ERR_FIELD_NOT_UPDATABLE',
       'domain',
     );
     expectError(
-      await api('PATCH', `/agent_ingresses/${created.body.id}`, { region_domains: [] }),
+      await t.api('PATCH', `/agent_ingresses/${created.body.id}`, { region_domains: [] }),
       400,
       'ERR_UNKNOWN_FIELD',
     );
-    expectError(await api('POST', '/agent_ingresses', [1, 2]), 400, 'ERR_INVALID_FIELD');
+    expectError(await t.api('POST', '/agent_ingresses', [1, 2]), 400, 'ERR_INVALID_FIELD');
   });
 
   it('rejects bad list parameters', async () => {
     for (const limit of ['0', '101', '-1', 'ten', '1.5', '']) {
       expectError(
-        await api('GET', `/agent_ingresses?limit=${limit}`),
+        await t.api('GET', `/agent_ingresses?limit=${limit}`),
         400,
         'ERR_INVALID_QUERY',
         'limit',
@@ -271,31 +253,31 @@ describe.each(STORES)('Agent Ingress API on $kind', ({ open }) => {
     }
     for (const beforeId of ['nope', 'ak_06h01yx3eexeqasb5hgsrgp1e0', 'agin_short']) {
       expectError(
-        await api('GET', `/agent_ingresses?before_id=${beforeId}`),
+        await t.api('GET', `/agent_ingresses?before_id=${beforeId}`),
         400,
         'ERR_INVALID_QUERY',
         'before_id',
       );
     }
-    expectError(await api('GET', '/agent_ingresses?page=2'), 400, 'ERR_INVALID_QUERY', 'page');
+    expectError(await t.api('GET', '/agent_ingresses?page=2'), 400, 'ERR_INVALID_QUERY', 'page');
   });
 
   it('writes one audit event per change, in the same transaction, and none for a failed change', async () => {
-    const before = await service.db.query<{ n: string }>(
+    const before = await t.service.db.query<{ n: string }>(
       'SELECT count(*)::text AS n FROM audit_outbox',
     );
-    const created = await api('POST', '/agent_ingresses', { domain: uniqueDomain() });
-    await api('PATCH', `/agent_ingresses/${created.body.id}`, { metadata: 'm' });
-    const afterPatch = (await api('GET', `/agent_ingresses/${created.body.id}`)).body;
-    await api('DELETE', `/agent_ingresses/${created.body.id}`);
+    const created = await t.api('POST', '/agent_ingresses', { domain: uniqueDomain() });
+    await t.api('PATCH', `/agent_ingresses/${created.body.id}`, { metadata: 'm' });
+    const afterPatch = (await t.api('GET', `/agent_ingresses/${created.body.id}`)).body;
+    await t.api('DELETE', `/agent_ingresses/${created.body.id}`);
     // Failed mutations: duplicate domain, bad field, unknown id.
-    await api('POST', '/agent_ingresses', { domain: afterPatch.domain, x: 1 });
-    await api('PATCH', '/agent_ingresses/agin_06h01yx3eexeqasb5hgsrgp1e0', { metadata: 'x' });
+    await t.api('POST', '/agent_ingresses', { domain: afterPatch.domain, x: 1 });
+    await t.api('PATCH', '/agent_ingresses/agin_06h01yx3eexeqasb5hgsrgp1e0', { metadata: 'x' });
 
-    const events = await service.db.query<{ event_type: string; envelope: any }>(
+    const events = await t.service.db.query<{ event_type: string; envelope: any }>(
       'SELECT event_type, envelope FROM audit_outbox WHERE seq > (SELECT COALESCE(max(seq), 0) FROM audit_outbox) - 3 ORDER BY seq',
     );
-    const after = await service.db.query<{ n: string }>(
+    const after = await t.service.db.query<{ n: string }>(
       'SELECT count(*)::text AS n FROM audit_outbox',
     );
     expect(Number(after.rows[0].n) - Number(before.rows[0].n)).toBe(3);
@@ -321,10 +303,10 @@ describe.each(STORES)('Agent Ingress API on $kind', ({ open }) => {
   });
 
   it('pages through 250 ingresses newest first, each exactly once', async () => {
-    const account = await service.db.query<{ id: string }>('SELECT id FROM accounts LIMIT 1');
+    const account = await t.service.db.query<{ id: string }>('SELECT id FROM accounts LIMIT 1');
     expect(account.rows).toHaveLength(1);
-    const key = await api('POST', '/api_keys', { description: 'pager' });
-    const pager = apiClient(service.url, key.body.token);
+    const key = await t.api('POST', '/api_keys', { description: 'pager' });
+    const pager = apiClient(t.service.url, key.body.token);
     const before = (await pager('GET', '/agent_ingresses')).body.ingresses.length;
     expect(before).toBeLessThanOrEqual(100);
     const createdIds: string[] = [];
@@ -334,10 +316,10 @@ describe.each(STORES)('Agent Ingress API on $kind', ({ open }) => {
       createdIds.push(res.body.id);
     }
     const seen: string[] = [];
-    let next: string | null = `${service.url}/agent_ingresses?limit=37`;
+    let next: string | null = `${t.service.url}/agent_ingresses?limit=37`;
     let pages = 0;
     while (next !== null) {
-      const page = await pager('GET', next.slice(service.url.length));
+      const page = await pager('GET', next.slice(t.service.url.length));
       expect(page.status).toBe(200);
       expect(page.body.ingresses.length).toBeLessThanOrEqual(37);
       seen.push(...page.body.ingresses.map((i: { id: string }) => i.id));
@@ -351,7 +333,7 @@ describe.each(STORES)('Agent Ingress API on $kind', ({ open }) => {
     const created = await pager('GET', '/agent_ingresses');
     expect(created.body.ingresses).toHaveLength(100);
     expect(created.body.next_page_uri).toBe(
-      `${service.url}/agent_ingresses?before_id=${created.body.ingresses[99].id}`,
+      `${t.service.url}/agent_ingresses?before_id=${created.body.ingresses[99].id}`,
     );
   });
 });

@@ -1,82 +1,64 @@
 import { createHash } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { mintApiKey } from '../../src/api/api-keys/mint.ts';
-import type { Service } from '../../src/service.ts';
 import { createAccount } from '../../src/store/accounts.ts';
 import { expectError } from '../helpers/expect-error.ts';
-import {
-  type ApiClient,
-  apiClient,
-  startTestService,
-  TEST_BOOTSTRAP_KEY,
-} from '../helpers/service.ts';
-import { STORES, type TestStore } from '../helpers/stores.ts';
+import { apiClient, TEST_BOOTSTRAP_KEY, useTestService } from '../helpers/service.ts';
+import { STORES } from '../helpers/stores.ts';
 
 describe.each(STORES)('API keys, auth and errors on $kind', ({ open }) => {
-  let store: TestStore;
-  let service: Service;
-  let api: ApiClient;
-
-  beforeAll(async () => {
-    store = await open();
-    service = await startTestService(store);
-    api = apiClient(service.url, TEST_BOOTSTRAP_KEY);
-  });
-  afterAll(async () => {
-    await service?.close();
-    await store?.cleanup();
-  });
+  const t = useTestService(open);
 
   it('shows a new key token once, stores only its hash, and lets it call the API', async () => {
-    const created = await api('POST', '/api_keys', { description: 'ci', metadata: 'm' });
+    const created = await t.api('POST', '/api_keys', { description: 'ci', metadata: 'm' });
     expect(created.status).toBe(201);
     expect(created.body).toEqual({
       id: expect.stringMatching(/^ak_/),
-      uri: `${service.url}/api_keys/${created.body.id}`,
+      uri: `${t.service.url}/api_keys/${created.body.id}`,
       description: 'ci',
       metadata: 'm',
       created_at: expect.stringMatching(/Z$/),
       token: expect.stringMatching(/^aik_[A-Za-z0-9_-]{43}$/),
     });
     const token: string = created.body.token;
-    const got = await api('GET', `/api_keys/${created.body.id}`);
+    const got = await t.api('GET', `/api_keys/${created.body.id}`);
     expect(got.body).toEqual({ ...created.body, token: null });
 
-    const stored = await service.db.query<{ token_hash: Uint8Array }>(
+    const stored = await t.service.db.query<{ token_hash: Uint8Array }>(
       'SELECT token_hash FROM api_keys WHERE id = $1',
       [created.body.id],
     );
     expect(Buffer.from(stored.rows[0].token_hash)).toEqual(
       createHash('sha256').update(token).digest(),
     );
-    const dump = await service.db.query('SELECT * FROM api_keys');
+    const dump = await t.service.db.query('SELECT * FROM api_keys');
     expect(JSON.stringify(dump.rows)).not.toContain(token);
-    const outbox = await service.db.query('SELECT envelope FROM audit_outbox');
+    const outbox = await t.service.db.query('SELECT envelope FROM audit_outbox');
     expect(JSON.stringify(outbox.rows)).not.toContain(token);
 
-    const own = apiClient(service.url, token);
+    const own = apiClient(t.service.url, token);
     expect((await own('GET', '/agent_ingresses')).status).toBe(200);
 
-    const list = await api('GET', '/api_keys?limit=100');
+    const list = await t.api('GET', '/api_keys?limit=100');
     expect(list.body.keys.map((k: { id: string }) => k.id)).toContain(created.body.id);
     expect(list.body.keys.every((k: { token: null }) => k.token === null)).toBe(true);
 
-    const patched = await api('PATCH', `/api_keys/${created.body.id}`, { metadata: '' });
+    const patched = await t.api('PATCH', `/api_keys/${created.body.id}`, { metadata: '' });
     expect(patched.body).toEqual({ ...created.body, metadata: '', token: null });
     expectError(
-      await api('PATCH', `/api_keys/${created.body.id}`, { token: 'x' }),
+      await t.api('PATCH', `/api_keys/${created.body.id}`, { token: 'x' }),
       400,
       'ERR_UNKNOWN_FIELD',
     );
     expectError(
-      await api('POST', '/api_keys', { description: 'é'.repeat(128) }),
+      await t.api('POST', '/api_keys', { description: 'é'.repeat(128) }),
       400,
       'ERR_FIELD_TOO_LONG',
     );
 
-    expect((await api('DELETE', `/api_keys/${created.body.id}`)).status).toBe(204);
+    expect((await t.api('DELETE', `/api_keys/${created.body.id}`)).status).toBe(204);
     expectError(await own('GET', '/agent_ingresses'), 401, 'ERR_UNAUTHORIZED');
-    const events = await service.db.query<{ event_type: string; envelope: any }>(
+    const events = await t.service.db.query<{ event_type: string; envelope: any }>(
       "SELECT event_type, envelope FROM audit_outbox WHERE envelope->'object'->>'id' = $1 ORDER BY seq",
       [created.body.id],
     );
@@ -90,13 +72,13 @@ describe.each(STORES)('API keys, auth and errors on $kind', ({ open }) => {
 
   it('answers 401 for a missing, malformed or unknown token', async () => {
     expectError(
-      await apiClient(service.url)('GET', '/agent_ingresses'),
+      await apiClient(t.service.url)('GET', '/agent_ingresses'),
       401,
       'ERR_UNAUTHORIZED',
       'missing',
     );
     expectError(
-      await apiClient(service.url)('GET', '/agent_ingresses', undefined, {
+      await apiClient(t.service.url)('GET', '/agent_ingresses', undefined, {
         authorization: 'Basic abc',
       }),
       401,
@@ -104,12 +86,12 @@ describe.each(STORES)('API keys, auth and errors on $kind', ({ open }) => {
       'malformed',
     );
     expectError(
-      await apiClient(service.url, 'aik_not-a-key')('GET', '/api_keys'),
+      await apiClient(t.service.url, 'aik_not-a-key')('GET', '/api_keys'),
       401,
       'ERR_UNAUTHORIZED',
     );
     expectError(
-      await apiClient(service.url, `${TEST_BOOTSTRAP_KEY}x`)('POST', '/agent_ingresses', {
+      await apiClient(t.service.url, `${TEST_BOOTSTRAP_KEY}x`)('POST', '/agent_ingresses', {
         domain: 'a.example.org',
       }),
       401,
@@ -118,17 +100,17 @@ describe.each(STORES)('API keys, auth and errors on $kind', ({ open }) => {
   });
 
   it('keeps accounts apart: another account’s objects are 404 and never listed', async () => {
-    const accountB = await createAccount(service.db);
-    const keyB = await mintApiKey(service.db, { accountId: accountB }, null, service.url);
-    const b = apiClient(service.url, keyB.token!);
-    const ingressA = await api('POST', '/agent_ingresses', {
+    const accountB = await createAccount(t.service.db);
+    const keyB = await mintApiKey(t.service.db, { accountId: accountB }, null, t.service.url);
+    const b = apiClient(t.service.url, keyB.token!);
+    const ingressA = await t.api('POST', '/agent_ingresses', {
       domain: `iso-${Date.now()}.example.net`,
     });
     const ingressB = await b('POST', '/agent_ingresses', {
       domain: `iso-b-${Date.now()}.example.net`,
     });
     expect(ingressB.status).toBe(201);
-    const keyA = await api('POST', '/api_keys', {});
+    const keyA = await t.api('POST', '/api_keys', {});
 
     for (const [method, path] of [
       ['GET', `/agent_ingresses/${ingressA.body.id}`],
@@ -145,59 +127,61 @@ describe.each(STORES)('API keys, auth and errors on $kind', ({ open }) => {
     expect(listB.body.ingresses.map((i: { id: string }) => i.id)).toEqual([ingressB.body.id]);
     const keysB = await b('GET', '/api_keys');
     expect(keysB.body.keys.map((k: { id: string }) => k.id)).toEqual([keyB.id]);
-    expect((await api('GET', `/agent_ingresses/${ingressA.body.id}`)).body.description).toBe('');
-    const listA = await api('GET', '/agent_ingresses');
+    expect((await t.api('GET', `/agent_ingresses/${ingressA.body.id}`)).body.description).toBe('');
+    const listA = await t.api('GET', '/agent_ingresses');
     expect(listA.body.ingresses.map((i: { id: string }) => i.id)).not.toContain(ingressB.body.id);
   });
 
   it('gives every protocol error the error body', async () => {
-    expectError(await api('GET', '/nope'), 404, 'ERR_ROUTE_NOT_FOUND');
-    const put = await api('PUT', '/agent_ingresses/agin_06h01yx3eexeqasb5hgsrgp1e0', {});
+    expectError(await t.api('GET', '/nope'), 404, 'ERR_ROUTE_NOT_FOUND');
+    const put = await t.api('PUT', '/agent_ingresses/agin_06h01yx3eexeqasb5hgsrgp1e0', {});
     expectError(put, 405, 'ERR_METHOD_NOT_ALLOWED');
     expect(put.headers.get('allow')).toBe('GET, PATCH, DELETE');
     expectError(
-      await api('POST', '/agent_ingresses', 'domain=a.example.com', {
+      await t.api('POST', '/agent_ingresses', 'domain=a.example.com', {
         'content-type': 'application/x-www-form-urlencoded',
       }),
       415,
       'ERR_UNSUPPORTED_MEDIA_TYPE',
     );
     expectError(
-      await api('POST', '/agent_ingresses', 'hello', { 'content-type': 'text/plain' }),
+      await t.api('POST', '/agent_ingresses', 'hello', { 'content-type': 'text/plain' }),
       415,
       'ERR_UNSUPPORTED_MEDIA_TYPE',
     );
-    expectError(await api('POST', '/agent_ingresses', '{"domain": '), 400, 'ERR_MALFORMED_JSON');
-    expectError(await api('POST', '/agent_ingresses', ''), 400, 'ERR_MALFORMED_JSON');
+    expectError(await t.api('POST', '/agent_ingresses', '{"domain": '), 400, 'ERR_MALFORMED_JSON');
+    expectError(await t.api('POST', '/agent_ingresses', ''), 400, 'ERR_MALFORMED_JSON');
     expectError(
-      await api('POST', '/agent_ingresses', {
+      await t.api('POST', '/agent_ingresses', {
         domain: 'big.example.com',
         metadata: 'x'.repeat(2 * 1024 * 1024),
       }),
       413,
       'ERR_BODY_TOO_LARGE',
     );
-    expectError(await api('POST', '/agent_ingresses', '"just a string"'), 400, 'ERR_INVALID_FIELD');
     expectError(
-      await api('POST', '/agent_ingresses', '{"__proto__": {"x": 1}}'),
+      await t.api('POST', '/agent_ingresses', '"just a string"'),
+      400,
+      'ERR_INVALID_FIELD',
+    );
+    expectError(
+      await t.api('POST', '/agent_ingresses', '{"__proto__": {"x": 1}}'),
       400,
       'ERR_MALFORMED_JSON',
     );
   });
 
   it('keeps everything across a restart', async () => {
-    const ingress = await api('POST', '/agent_ingresses', {
+    const ingress = await t.api('POST', '/agent_ingresses', {
       domain: `restart-${Date.now()}.example.org`,
       certificate_management_policy: { authority: 'letsencrypt', private_key_type: 'ecdsa' },
     });
-    const key = await api('POST', '/api_keys', { description: 'survives' });
-    await service.close();
-    service = await startTestService(store);
-    api = apiClient(service.url, TEST_BOOTSTRAP_KEY);
-    const again = await api('GET', `/agent_ingresses/${ingress.body.id}`);
+    const key = await t.api('POST', '/api_keys', { description: 'survives' });
+    await t.restart();
+    const again = await t.api('GET', `/agent_ingresses/${ingress.body.id}`);
     expect({ ...again.body, uri: undefined }).toEqual({ ...ingress.body, uri: undefined });
-    expect((await apiClient(service.url, key.body.token)('GET', '/api_keys')).status).toBe(200);
-    const accounts = await service.db.query('SELECT id FROM accounts');
+    expect((await apiClient(t.service.url, key.body.token)('GET', '/api_keys')).status).toBe(200);
+    const accounts = await t.service.db.query('SELECT id FROM accounts');
     expect(accounts.rows.length).toBeGreaterThanOrEqual(1);
   });
 });

@@ -233,6 +233,12 @@ describe('every audit kind of the catalogue, from the API to a file destination'
         const body = resource.example({ tag: `audit-${tag}-${Date.now()}`, idOf });
         const created = await api('POST', `/${resource.path}`, body);
         expect(created.status, `${resource.path}: ${JSON.stringify(created.body)}`).toBe(201);
+        // The answer shows exactly the declared fields: declaration and presenter cannot drift.
+        const shown = Object.entries(resource.fields)
+          .filter(([, field]) => !field.writeOnly && !field.sometimes)
+          .map(([name]) => name);
+        const keys = Object.keys(created.body).filter((key) => key !== 'health');
+        expect(keys.sort(), resource.path).toEqual(shown.sort());
         if (tag === 'kept') {
           kept[resource.path] = created.body.id;
           continue;

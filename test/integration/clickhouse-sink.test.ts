@@ -6,12 +6,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ColumnSpec } from '../../src/catalogue/types.ts';
 import { createDestination } from '../../src/pipeline/destination.ts';
 import { openSpool } from '../../src/pipeline/spool.ts';
-import type { Batch, EventRecord } from '../../src/pipeline/types.ts';
-import { parseClickHouseSinkConfig } from '../../src/sinks/clickhouse/config.ts';
 import type { TableFor } from '../../src/sinks/clickhouse/encode.ts';
 import { encodeRows } from '../../src/sinks/clickhouse/encode.ts';
+import { parseClickHouseSinkConfig } from '../../src/sinks/clickhouse/index.ts';
 import { createTableSql, serverProfile } from '../../src/sinks/clickhouse/schema.ts';
 import { clickHouseSinkError, createClickHouseSink } from '../../src/sinks/clickhouse/sink.ts';
+import type { Batch, EventRecord } from '../../src/sinks/types.ts';
 import { type ClickHouseServer, startClickHouse } from '../helpers/clickhouse.ts';
 
 const logger = pino({ level: 'silent' });
@@ -170,14 +170,11 @@ describe('clickhouse DDL for a modern server', () => {
 
 describe('clickhouse sink against a real server', () => {
   let ch: ClickHouseServer;
-  let spoolDir: string;
   beforeAll(async () => {
     ch = await startClickHouse();
-    spoolDir = await mkdtemp(join(tmpdir(), 'ch-spool-'));
   });
   afterAll(async () => {
     await ch?.close();
-    await rm(spoolDir, { recursive: true, force: true });
   });
 
   it('creates database and tables for the server version and lands rows with the right types', async () => {
@@ -238,48 +235,6 @@ describe('clickhouse sink against a real server', () => {
     expect(await rows(ch, 'SELECT event_id, object_id FROM grow.api_key_created_v0')).toEqual([
       { event_id: 'ev_a5', object_id: 'ak_5' },
     ]);
-  });
-
-  it('spools while the server is down and delivers every event after it restarts', async () => {
-    const config = parseClickHouseSinkConfig({
-      url: ch.url,
-      database: 'outage',
-      request_timeout_ms: 5000,
-    });
-    const sink = createClickHouseSink({ config, tableFor, logger });
-    const spool = await openSpool({ dir: spoolDir, maxBytes: 64 << 20 });
-    const dest = createDestination({
-      id: 'ed_ch',
-      sink,
-      spool,
-      batcher: { maxEvents: 50, maxBytes: 1 << 20, lingerMs: 5 },
-      logger,
-      retry: { baseMs: 50, maxMs: 500 },
-      parkRetryMs: 5000,
-    });
-    const total = 600;
-    let next = 0;
-    const send = async (n: number) => {
-      const records = Array.from({ length: n }, () => httpRecord(next++));
-      await dest.deliver(records);
-    };
-    for (let i = 0; i < 4; i++) await send(50);
-    expect(dest.health().status).toBe('ok');
-    await ch.stop();
-    for (let i = 0; i < 4; i++) await send(50);
-    expect(dest.health().status).toBe('retrying');
-    expect(dest.health().backlog.events).toBeGreaterThan(0);
-    await ch.start();
-    while (next < total) await send(50);
-    await until(() => dest.health().status === 'ok');
-    await dest.close();
-    const [{ n, distinct }] = await rows(
-      ch,
-      'SELECT count() AS n, uniqExact(event_id) AS distinct FROM outage.http_request_complete_v0',
-    );
-    expect(Number(distinct)).toBe(total);
-    expect(Number(n)).toBeGreaterThanOrEqual(total);
-    expect(dest.health().backlog).toEqual({ events: 0, bytes: 0 });
   });
 
   it('parks on bad credentials instead of retrying fast, keeping the events spooled', async () => {

@@ -1,21 +1,15 @@
 import Fastify from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { mintApiKey } from '../../src/api/api-keys/mint.ts';
 import { installErrorHandlers } from '../../src/api/http-errors.ts';
 import { restApi } from '../../src/api/index.ts';
 import { loadConfig } from '../../src/config.ts';
 import { newId } from '../../src/ids.ts';
-import type { Service } from '../../src/service.ts';
 import { createAccount } from '../../src/store/accounts.ts';
 import { currentPipelineVersion, loadPipelineConfig } from '../../src/store/pipeline-config.ts';
 import { expectError } from '../helpers/expect-error.ts';
-import {
-  type ApiClient,
-  apiClient,
-  startTestService,
-  TEST_BOOTSTRAP_KEY,
-} from '../helpers/service.ts';
-import { STORES, type TestStore } from '../helpers/stores.ts';
+import { apiClient, TEST_BOOTSTRAP_KEY, useTestService } from '../helpers/service.ts';
+import { STORES } from '../helpers/stores.ts';
 
 // Secrets used in this file; none may appear in a response or an audit event.
 const KAFKA_SECRET = 'kafka-sasl-secret-7f3a9c';
@@ -51,24 +45,12 @@ function bare(destination: Record<string, unknown>) {
 }
 
 describe.each(STORES)('Event destination API on $kind', ({ open }) => {
-  let store: TestStore;
-  let service: Service;
-  let api: ApiClient;
+  const t = useTestService(open);
 
-  const version = () => currentPipelineVersion(service.db);
-
-  beforeAll(async () => {
-    store = await open();
-    service = await startTestService(store);
-    api = apiClient(service.url, TEST_BOOTSTRAP_KEY);
-  });
-  afterAll(async () => {
-    await service?.close();
-    await store?.cleanup();
-  });
+  const version = () => currentPipelineVersion(t.service.db);
 
   it('creates, gets, lists, updates and deletes a file destination', async () => {
-    const created = await api('POST', '/event_destinations', {
+    const created = await t.api('POST', '/event_destinations', {
       description: 'local audit log',
       metadata: '{"team":"sec"}',
       format: 'json',
@@ -78,7 +60,7 @@ describe.each(STORES)('Event destination API on $kind', ({ open }) => {
     const destination = created.body;
     expect(destination).toEqual({
       id: expect.stringMatching(/^ed_[0-9a-z]{26}$/),
-      uri: `${service.url}/event_destinations/${destination.id}`,
+      uri: `${t.service.url}/event_destinations/${destination.id}`,
       created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
       description: 'local audit log',
       metadata: '{"team":"sec"}',
@@ -86,16 +68,16 @@ describe.each(STORES)('Event destination API on $kind', ({ open }) => {
       target: { file: { path: 'audit', max_file_bytes: 1048576 } },
     });
 
-    expect(bare((await api('GET', `/event_destinations/${destination.id}`)).body)).toEqual(
+    expect(bare((await t.api('GET', `/event_destinations/${destination.id}`)).body)).toEqual(
       destination,
     );
-    const list = await api('GET', '/event_destinations');
+    const list = await t.api('GET', '/event_destinations');
     expect(list.status).toBe(200);
     expect(list.body.event_destinations.map(bare)).toContainEqual(destination);
-    expect(list.body.uri).toBe(`${service.url}/event_destinations`);
+    expect(list.body.uri).toBe(`${t.service.url}/event_destinations`);
     expect(list.body.next_page_uri).toBeNull();
 
-    const patched = await api('PATCH', `/event_destinations/${destination.id}`, {
+    const patched = await t.api('PATCH', `/event_destinations/${destination.id}`, {
       description: '',
       format: 'JSON',
       target: { file: { path: 'audit/v2' } },
@@ -107,9 +89,9 @@ describe.each(STORES)('Event destination API on $kind', ({ open }) => {
       target: { file: { path: 'audit/v2' } },
     });
 
-    const deleted = await api('DELETE', `/event_destinations/${destination.id}`);
+    const deleted = await t.api('DELETE', `/event_destinations/${destination.id}`);
     expect(deleted.status).toBe(204);
-    const events = await service.db.query<{ event_type: string; envelope: any }>(
+    const events = await t.service.db.query<{ event_type: string; envelope: any }>(
       `SELECT event_type, envelope FROM audit_outbox
        WHERE envelope->'object'->>'id' = $1 ORDER BY seq`,
       [destination.id],
@@ -123,10 +105,14 @@ describe.each(STORES)('Event destination API on $kind', ({ open }) => {
     expect(events.rows[1].envelope.object).toEqual(bare(patched.body));
     expect(events.rows[2].envelope.object).toEqual(bare(patched.body));
     expect(deleted.body).toBeNull();
-    expectError(await api('GET', `/event_destinations/${destination.id}`), 404, 'ERR_NOT_FOUND');
-    expectError(await api('DELETE', `/event_destinations/${destination.id}`), 404, 'ERR_NOT_FOUND');
+    expectError(await t.api('GET', `/event_destinations/${destination.id}`), 404, 'ERR_NOT_FOUND');
     expectError(
-      await api('PATCH', `/event_destinations/${destination.id}`, { description: 'x' }),
+      await t.api('DELETE', `/event_destinations/${destination.id}`),
+      404,
+      'ERR_NOT_FOUND',
+    );
+    expectError(
+      await t.api('PATCH', `/event_destinations/${destination.id}`, { description: 'x' }),
       404,
       'ERR_NOT_FOUND',
     );
@@ -135,7 +121,7 @@ describe.each(STORES)('Event destination API on $kind', ({ open }) => {
   it('defaults the format to JSON and pages with limit and before_id', async () => {
     const ids: string[] = [];
     for (let i = 0; i < 3; i++) {
-      const res = await api('POST', '/event_destinations', {
+      const res = await t.api('POST', '/event_destinations', {
         target: { file: { path: `pages/${i}` } },
       });
       expect(res.status).toBe(201);
@@ -143,27 +129,96 @@ describe.each(STORES)('Event destination API on $kind', ({ open }) => {
       expect(res.body.description).toBe('');
       ids.push(res.body.id);
     }
-    const first = await api('GET', '/event_destinations?limit=2');
+    const first = await t.api('GET', '/event_destinations?limit=2');
     expect(first.body.event_destinations.map((d: { id: string }) => d.id)).toEqual([
       ids[2],
       ids[1],
     ]);
-    expect(first.body.uri).toBe(`${service.url}/event_destinations?limit=2`);
+    expect(first.body.uri).toBe(`${t.service.url}/event_destinations?limit=2`);
     expect(first.body.next_page_uri).toBe(
-      `${service.url}/event_destinations?limit=2&before_id=${ids[1]}`,
+      `${t.service.url}/event_destinations?limit=2&before_id=${ids[1]}`,
     );
-    const second = await api('GET', first.body.next_page_uri.slice(service.url.length));
+    const second = await t.api('GET', first.body.next_page_uri.slice(t.service.url.length));
     expect(second.body.event_destinations[0].id).toBe(ids[0]);
     expectError(
-      await api('GET', '/event_destinations?before_id=esb_06h01yx3eexeqasb5hgsrgp1e0'),
+      await t.api('GET', '/event_destinations?before_id=esb_06h01yx3eexeqasb5hgsrgp1e0'),
       400,
       'ERR_INVALID_QUERY',
       'before_id',
     );
   });
 
+  it('takes every setting each sink declares, shows it back and documents it in /openapi.json', async () => {
+    const PEM_KEY = '-----BEGIN PRIVATE KEY-----\nkafka-tls-key-5d1e\n-----END PRIVATE KEY-----\n';
+    const PEM_CERT = '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n';
+    const full: Record<string, Record<string, unknown>> = {
+      file: { path: 'every/setting', max_file_bytes: 4096, max_file_age_ms: 60_000 },
+      kafka: {
+        ...kafkaTarget().kafka,
+        tls: { ca: PEM_CERT, cert: PEM_CERT, key: PEM_KEY, reject_unauthorized: false },
+        max_in_flight_requests: 5,
+        allow_auto_topic_creation: true,
+        request_timeout_ms: 5_000,
+        connection_timeout_ms: 1_000,
+      },
+      clickhouse: {
+        ...clickhouseTarget().clickhouse,
+        compression: { request: true },
+        request_timeout_ms: 7_000,
+      },
+    };
+    // Every declared setting is in `full`, so a setting added to a sink must be added here.
+    const taken = (schema: Record<string, unknown>, prefix = ''): string[] =>
+      Object.entries(schema.properties as Record<string, Record<string, unknown>>)
+        .filter(([, property]) => property.readOnly !== true)
+        .flatMap(([name, property]) =>
+          property.properties === undefined
+            ? [`${prefix}${name}`]
+            : [`${prefix}${name}`, ...taken(property, `${prefix}${name}.`)],
+        );
+    const given = (value: Record<string, unknown>, prefix = ''): string[] =>
+      Object.entries(value).flatMap(([name, inner]) =>
+        inner !== null && typeof inner === 'object' && !Array.isArray(inner)
+          ? [`${prefix}${name}`, ...given(inner as Record<string, unknown>, `${prefix}${name}.`)]
+          : [`${prefix}${name}`],
+      );
+    const openapi = (await (await fetch(`${t.service.url}/openapi.json`)).json()) as {
+      components: { schemas: Record<string, { properties: Record<string, unknown> }> };
+    };
+    const documented = Object.values(openapi.components.schemas).find(
+      (schema) => schema.properties?.target !== undefined,
+    )?.properties.target as { properties: Record<string, Record<string, unknown>> };
+    expect(Object.keys(documented.properties).sort()).toEqual(Object.keys(full).sort());
+
+    for (const [kind, settings] of Object.entries(full)) {
+      expect(given(settings).sort()).toEqual(taken(documented.properties[kind]).sort());
+      const created = await t.api('POST', '/event_destinations', { target: { [kind]: settings } });
+      expect(created.status).toBe(201);
+      const shown = (await t.api('GET', `/event_destinations/${created.body.id}`)).body.target[
+        kind
+      ];
+      for (const name of given(settings)) {
+        const [head, tail] = name.split('.');
+        const value = tail === undefined ? settings[head] : (settings[head] as never)[tail];
+        const at = tail === undefined ? shown : shown[head];
+        const key = tail ?? head;
+        if (['password', 'key'].includes(key)) {
+          expect(at).not.toHaveProperty(key);
+          expect(at[`${key}_set`]).toBe(true);
+        } else if (typeof value !== 'object') {
+          expect(at[key]).toEqual(value);
+        }
+      }
+      expect(JSON.stringify(shown)).not.toMatch(/secret|kafka-tls-key/);
+      const stored = (await loadPipelineConfig(t.service.db, t.service.keyring)).destinations.find(
+        (d) => d.id === created.body.id,
+      )?.target;
+      expect(stored).toEqual({ [kind]: settings });
+    }
+  });
+
   it('never shows secrets: create, get, list, patch and audit events', async () => {
-    const kafka = await api('POST', '/event_destinations', { target: kafkaTarget() });
+    const kafka = await t.api('POST', '/event_destinations', { target: kafkaTarget() });
     expect(kafka.status).toBe(201);
     expect(kafka.body.target).toEqual({
       kafka: {
@@ -175,7 +230,7 @@ describe.each(STORES)('Event destination API on $kind', ({ open }) => {
         tls: true,
       },
     });
-    const clickhouse = await api('POST', '/event_destinations', { target: clickhouseTarget() });
+    const clickhouse = await t.api('POST', '/event_destinations', { target: clickhouseTarget() });
     expect(clickhouse.status).toBe(201);
     expect(clickhouse.body.target).toEqual({
       clickhouse: {
@@ -188,17 +243,17 @@ describe.each(STORES)('Event destination API on $kind', ({ open }) => {
     });
 
     // Responses show the target's keys in one fixed order, whatever the store kept.
-    const fetched = await api('GET', `/event_destinations/${kafka.body.id}`);
+    const fetched = await t.api('GET', `/event_destinations/${kafka.body.id}`);
     expect(JSON.stringify(fetched.body.target)).toBe(JSON.stringify(kafka.body.target));
 
     const responses = [
       kafka,
       clickhouse,
-      await api('GET', `/event_destinations/${kafka.body.id}`),
-      await api('GET', `/event_destinations/${clickhouse.body.id}`),
-      await api('GET', '/event_destinations'),
-      await api('PATCH', `/event_destinations/${kafka.body.id}`, { description: 'kafka' }),
-      await api('PATCH', `/event_destinations/${clickhouse.body.id}`, {
+      await t.api('GET', `/event_destinations/${kafka.body.id}`),
+      await t.api('GET', `/event_destinations/${clickhouse.body.id}`),
+      await t.api('GET', '/event_destinations'),
+      await t.api('PATCH', `/event_destinations/${kafka.body.id}`, { description: 'kafka' }),
+      await t.api('PATCH', `/event_destinations/${clickhouse.body.id}`, {
         target: clickhouseTarget({ password: undefined }),
       }),
     ];
@@ -209,9 +264,9 @@ describe.each(STORES)('Event destination API on $kind', ({ open }) => {
       expect(text).not.toContain(CLICKHOUSE_SECRET);
       expect(text).not.toMatch(/"password"/);
     }
-    await api('DELETE', `/event_destinations/${clickhouse.body.id}`);
+    await t.api('DELETE', `/event_destinations/${clickhouse.body.id}`);
 
-    const outbox = await service.db.query<{ event_type: string; text: string }>(
+    const outbox = await t.service.db.query<{ event_type: string; text: string }>(
       "SELECT event_type, envelope::text AS text FROM audit_outbox WHERE event_type LIKE 'event_destination_%'",
     );
     expect(outbox.rows.map((r) => r.event_type)).toEqual(
@@ -229,14 +284,15 @@ describe.each(STORES)('Event destination API on $kind', ({ open }) => {
   });
 
   it('keeps an omitted password on PATCH only while the target kind stays the same', async () => {
-    const created = await api('POST', '/event_destinations', { target: kafkaTarget() });
+    const created = await t.api('POST', '/event_destinations', { target: kafkaTarget() });
     const { id } = created.body;
     const stored = async () =>
-      (await loadPipelineConfig(service.db, service.keyring)).destinations.find((d) => d.id === id)
-        ?.target;
+      (await loadPipelineConfig(t.service.db, t.service.keyring)).destinations.find(
+        (d) => d.id === id,
+      )?.target;
 
     // Same kind, sasl without password: the stored password stays.
-    const sameKind = await api('PATCH', `/event_destinations/${id}`, {
+    const sameKind = await t.api('PATCH', `/event_destinations/${id}`, {
       target: {
         kafka: {
           brokers: ['127.0.0.1:9094'],
@@ -260,31 +316,28 @@ describe.each(STORES)('Event destination API on $kind', ({ open }) => {
     });
 
     // A new password replaces it; a target without sasl drops it.
-    await api('PATCH', `/event_destinations/${id}`, {
+    await t.api('PATCH', `/event_destinations/${id}`, {
       target: kafkaTarget({ sasl: { mechanism: 'plain', username: 'u', password: 'new-pass' } }),
     });
     expect(await stored()).toMatchObject({ kafka: { sasl: { password: 'new-pass' } } });
-    const noSasl = await api('PATCH', `/event_destinations/${id}`, {
+    const noSasl = await t.api('PATCH', `/event_destinations/${id}`, {
       target: { kafka: { brokers: ['127.0.0.1:9092'], topic: 't' } },
     });
     expect(noSasl.body.target).toEqual({ kafka: { brokers: ['127.0.0.1:9092'], topic: 't' } });
-    expectError(
-      await api('PATCH', `/event_destinations/${id}`, {
-        target: {
-          kafka: {
-            brokers: ['127.0.0.1:9092'],
-            topic: 't',
-            sasl: { mechanism: 'plain', username: 'u' },
-          },
+    const noPassword = await t.api('PATCH', `/event_destinations/${id}`, {
+      target: {
+        kafka: {
+          brokers: ['127.0.0.1:9092'],
+          topic: 't',
+          sasl: { mechanism: 'plain', username: 'u' },
         },
-      }),
-      400,
-      'ERR_INVALID_TARGET',
-      'target.kafka.sasl.password',
-    );
+      },
+    });
+    expectError(noPassword, 400, 'ERR_INVALID_TARGET', 'sasl.password is required');
+    expect(noPassword.body.details.field).toBe('target.kafka.sasl.password');
 
     // Kind changes: nothing is carried over.
-    const toClickhouse = await api('PATCH', `/event_destinations/${id}`, {
+    const toClickhouse = await t.api('PATCH', `/event_destinations/${id}`, {
       target: { clickhouse: { url: 'https://ch.example.com:8443' } },
     });
     expect(toClickhouse.status).toBe(200);
@@ -292,19 +345,19 @@ describe.each(STORES)('Event destination API on $kind', ({ open }) => {
       clickhouse: { url: 'https://ch.example.com:8443', password_set: false },
     });
     expect(await stored()).toEqual({ clickhouse: { url: 'https://ch.example.com:8443' } });
-    await api('PATCH', `/event_destinations/${id}`, { target: clickhouseTarget() });
-    await api('PATCH', `/event_destinations/${id}`, {
+    await t.api('PATCH', `/event_destinations/${id}`, { target: clickhouseTarget() });
+    await t.api('PATCH', `/event_destinations/${id}`, {
       target: clickhouseTarget({ password: undefined, user: 'reader' }),
     });
     expect(await stored()).toMatchObject({
       clickhouse: { user: 'reader', password: CLICKHOUSE_SECRET },
     });
-    const cleared = await api('PATCH', `/event_destinations/${id}`, {
+    const cleared = await t.api('PATCH', `/event_destinations/${id}`, {
       target: clickhouseTarget({ password: '' }),
     });
     expect(cleared.body.target.clickhouse.password_set).toBe(false);
     expectError(
-      await api('PATCH', `/event_destinations/${id}`, {
+      await t.api('PATCH', `/event_destinations/${id}`, {
         target: kafkaTarget({ sasl: { mechanism: 'plain', username: 'u' } }),
       }),
       400,
@@ -314,7 +367,7 @@ describe.each(STORES)('Event destination API on $kind', ({ open }) => {
   });
 
   it('rejects unsupported, missing, doubled and invalid targets', async () => {
-    const post = (body: unknown) => api('POST', '/event_destinations', body);
+    const post = (body: unknown) => t.api('POST', '/event_destinations', body);
     for (const kind of ['firehose', 'kinesis', 'cloudwatch_logs']) {
       const res = await post({
         target: { [kind]: { auth: { role: { role_arn: 'arn:aws:iam::1:role/x' } } } },
@@ -430,7 +483,11 @@ describe.each(STORES)('Event destination API on $kind', ({ open }) => {
       ],
       [kafkaTarget({ acks: 'all' }), 'target.kafka.acks'],
       [{ file: { path: 'x', rotate: true } }, 'target.file.rotate'],
-      [clickhouseTarget({ compression: { request: true } }), 'target.clickhouse.compression'],
+      [
+        clickhouseTarget({ compression: { response: true } }),
+        'target.clickhouse.compression.response',
+      ],
+      [kafkaTarget({ tls: { ca: 'x', verify: true } }), 'target.kafka.tls.verify'],
       [{ s3: { bucket: 'b' } }, 'target.s3'],
     ] as const) {
       const res = await post({ target });
@@ -459,14 +516,14 @@ describe.each(STORES)('Event destination API on $kind', ({ open }) => {
     // The same checks apply to PATCH, and a failed PATCH changes nothing.
     const created = await post({ target: { file: { path: 'kept' } } });
     expectError(
-      await api('PATCH', `/event_destinations/${created.body.id}`, {
+      await t.api('PATCH', `/event_destinations/${created.body.id}`, {
         target: { kinesis: { stream_arn: 'arn' } },
       }),
       400,
       'ERR_UNSUPPORTED_TARGET',
     );
     expectError(
-      await api('PATCH', `/event_destinations/${created.body.id}`, {
+      await t.api('PATCH', `/event_destinations/${created.body.id}`, {
         target: { file: { path: '../../etc' } },
       }),
       400,
@@ -474,59 +531,59 @@ describe.each(STORES)('Event destination API on $kind', ({ open }) => {
       'escapes',
     );
     expectError(
-      await api('PATCH', `/event_destinations/${created.body.id}`, { id: 'ed_x' }),
+      await t.api('PATCH', `/event_destinations/${created.body.id}`, { id: 'ed_x' }),
       400,
       'ERR_UNKNOWN_FIELD',
     );
-    expect(bare((await api('GET', `/event_destinations/${created.body.id}`)).body)).toEqual(
+    expect(bare((await t.api('GET', `/event_destinations/${created.body.id}`)).body)).toEqual(
       bare(created.body),
     );
   });
 
   it('refuses to delete a destination a subscription still uses (409)', async () => {
-    const destination = await api('POST', '/event_destinations', {
+    const destination = await t.api('POST', '/event_destinations', {
       target: { file: { path: 'in-use' } },
     });
-    const subscription = await api('POST', '/event_subscriptions', {
+    const subscription = await t.api('POST', '/event_subscriptions', {
       sources: [{ type: 'api_key_created.v0' }],
       destination_ids: [destination.body.id],
     });
     expect(subscription.status).toBe(201);
-    const conflict = await api('DELETE', `/event_destinations/${destination.body.id}`);
+    const conflict = await t.api('DELETE', `/event_destinations/${destination.body.id}`);
     expectError(conflict, 409, 'ERR_DESTINATION_IN_USE', subscription.body.id);
     expect(conflict.body.details.subscription_ids).toEqual([subscription.body.id]);
-    expect((await api('GET', `/event_destinations/${destination.body.id}`)).status).toBe(200);
+    expect((await t.api('GET', `/event_destinations/${destination.body.id}`)).status).toBe(200);
 
-    await api('PATCH', `/event_subscriptions/${subscription.body.id}`, { destination_ids: [] });
-    expect((await api('DELETE', `/event_destinations/${destination.body.id}`)).status).toBe(204);
+    await t.api('PATCH', `/event_subscriptions/${subscription.body.id}`, { destination_ids: [] });
+    expect((await t.api('DELETE', `/event_destinations/${destination.body.id}`)).status).toBe(204);
   });
 
   it('gives a file directory to one destination of an account; other accounts have their own', async () => {
-    const first = await api('POST', '/event_destinations', {
+    const first = await t.api('POST', '/event_destinations', {
       target: { file: { path: 'shared/dir' } },
     });
     expect(first.status).toBe(201);
     expect(first.body.target.file.path).toBe('shared/dir');
     for (const path of ['shared/dir', 'shared/./dir/', 'shared//dir']) {
       expectError(
-        await api('POST', '/event_destinations', { target: { file: { path } } }),
+        await t.api('POST', '/event_destinations', { target: { file: { path } } }),
         400,
         'ERR_INVALID_TARGET',
         'already used',
       );
     }
     // Paths are per account (DATA_DIR/events/<account_id>/<path>): B's is a directory of its own.
-    const accountB = await createAccount(service.db);
-    const keyB = await mintApiKey(service.db, { accountId: accountB }, null, service.url);
-    const b = apiClient(service.url, keyB.token!);
+    const accountB = await createAccount(t.service.db);
+    const keyB = await mintApiKey(t.service.db, { accountId: accountB }, null, t.service.url);
+    const b = apiClient(t.service.url, keyB.token!);
     expect(
       (await b('POST', '/event_destinations', { target: { file: { path: 'shared/dir' } } })).status,
     ).toBe(201);
-    const other = await api('POST', '/event_destinations', {
+    const other = await t.api('POST', '/event_destinations', {
       target: { file: { path: 'shared/other' } },
     });
     expectError(
-      await api('PATCH', `/event_destinations/${other.body.id}`, {
+      await t.api('PATCH', `/event_destinations/${other.body.id}`, {
         target: { file: { path: 'shared/dir' } },
       }),
       400,
@@ -534,7 +591,7 @@ describe.each(STORES)('Event destination API on $kind', ({ open }) => {
     );
     expect(
       (
-        await api('PATCH', `/event_destinations/${first.body.id}`, {
+        await t.api('PATCH', `/event_destinations/${first.body.id}`, {
           target: { file: { path: 'shared/dir' } },
         })
       ).status,
@@ -542,10 +599,10 @@ describe.each(STORES)('Event destination API on $kind', ({ open }) => {
   });
 
   it('keeps accounts apart: another account’s destinations are 404 and never listed', async () => {
-    const mine = await api('POST', '/event_destinations', { target: { file: { path: 'mine' } } });
-    const accountB = await createAccount(service.db);
-    const keyB = await mintApiKey(service.db, { accountId: accountB }, null, service.url);
-    const apiB = apiClient(service.url, keyB.token!);
+    const mine = await t.api('POST', '/event_destinations', { target: { file: { path: 'mine' } } });
+    const accountB = await createAccount(t.service.db);
+    const keyB = await mintApiKey(t.service.db, { accountId: accountB }, null, t.service.url);
+    const apiB = apiClient(t.service.url, keyB.token!);
     const id = mine.body.id;
     expectError(await apiB('GET', `/event_destinations/${id}`), 404, 'ERR_NOT_FOUND');
     expectError(
@@ -559,32 +616,32 @@ describe.each(STORES)('Event destination API on $kind', ({ open }) => {
       target: { file: { path: 'theirs' } },
     });
     expect(theirs.status).toBe(201);
-    const listA = (await api('GET', '/event_destinations')).body.event_destinations;
+    const listA = (await t.api('GET', '/event_destinations')).body.event_destinations;
     expect(listA.map((d: { id: string }) => d.id)).not.toContain(theirs.body.id);
-    expect((await api('GET', `/event_destinations/${id}`)).body.description).toBe('');
+    expect((await t.api('GET', `/event_destinations/${id}`)).body.description).toBe('');
   });
 
   it('bumps pipeline_version on every change and hands the pipeline the full targets', async () => {
     let before = await version();
-    const created = await api('POST', '/event_destinations', { target: kafkaTarget() });
+    const created = await t.api('POST', '/event_destinations', { target: kafkaTarget() });
     expect(await version()).toBeGreaterThan(before);
     before = await version();
-    await api('PATCH', `/event_destinations/${created.body.id}`, { metadata: 'm' });
+    await t.api('PATCH', `/event_destinations/${created.body.id}`, { metadata: 'm' });
     expect(await version()).toBeGreaterThan(before);
 
     // Failed changes leave the version where it was.
     before = await version();
-    await api('POST', '/event_destinations', { target: {} });
-    await api('PATCH', `/event_destinations/${created.body.id}`, {
+    await t.api('POST', '/event_destinations', { target: {} });
+    await t.api('PATCH', `/event_destinations/${created.body.id}`, {
       target: { file: { path: '..' } },
     });
-    await api('DELETE', '/event_destinations/ed_06h01yx3eexeqasb5hgsrgp1e0');
+    await t.api('DELETE', '/event_destinations/ed_06h01yx3eexeqasb5hgsrgp1e0');
     expect(await version()).toBe(before);
 
-    const config = await loadPipelineConfig(service.db, service.keyring);
+    const config = await loadPipelineConfig(t.service.db, t.service.keyring);
     expect(config.version).toBe(before);
     const account = (
-      await service.db.query<{ account_id: string }>(
+      await t.service.db.query<{ account_id: string }>(
         'SELECT account_id FROM event_destinations WHERE id = $1',
         [created.body.id],
       )
@@ -596,22 +653,26 @@ describe.each(STORES)('Event destination API on $kind', ({ open }) => {
       target: kafkaTarget(),
     });
 
-    await api('DELETE', `/event_destinations/${created.body.id}`);
+    await t.api('DELETE', `/event_destinations/${created.body.id}`);
     expect(await version()).toBe(before + 1);
-    const after = await loadPipelineConfig(service.db, service.keyring);
+    const after = await loadPipelineConfig(t.service.db, t.service.keyring);
     expect(after.destinations.map((d) => d.id)).not.toContain(created.body.id);
   });
 
   it('shows the pipeline’s health and notifies it after each committed change', async () => {
-    const config = loadConfig({ ...store.env, PUBLIC_URL: 'http://api.test', LOG_LEVEL: 'silent' });
+    const config = loadConfig({
+      ...t.store.env,
+      PUBLIC_URL: 'http://api.test',
+      LOG_LEVEL: 'silent',
+    });
     const notified: number[] = [];
     const health = new Map<string, unknown>();
     const app = Fastify({ genReqId: () => newId('op') });
     installErrorHandlers(app);
     await app.register(restApi, {
-      db: service.db,
+      db: t.service.db,
       config,
-      keyring: service.keyring,
+      keyring: t.service.keyring,
       routes: [],
       destinationHealth: (id: string) => health.get(id),
       onPipelineChange: () => {
@@ -652,7 +713,7 @@ describe.each(STORES)('Event destination API on $kind', ({ open }) => {
         description: 'd',
       });
       expect(patched.body.health).toEqual({ state: 'delivering', backlog_bytes: 0 });
-      const outbox = await service.db.query<{ envelope: { object: object } }>(
+      const outbox = await t.service.db.query<{ envelope: { object: object } }>(
         'SELECT envelope FROM audit_outbox ORDER BY seq DESC LIMIT 1',
       );
       expect(outbox.rows[0].envelope.object).not.toHaveProperty('health');

@@ -1,16 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { mintApiKey } from '../../src/api/api-keys/mint.ts';
-import type { Service } from '../../src/service.ts';
 import { createAccount } from '../../src/store/accounts.ts';
 import { currentPipelineVersion, loadPipelineConfig } from '../../src/store/pipeline-config.ts';
 import { expectError } from '../helpers/expect-error.ts';
-import {
-  type ApiClient,
-  apiClient,
-  startTestService,
-  TEST_BOOTSTRAP_KEY,
-} from '../helpers/service.ts';
-import { STORES, type TestStore } from '../helpers/stores.ts';
+import { type ApiClient, apiClient, useTestService } from '../helpers/service.ts';
+import { STORES } from '../helpers/stores.ts';
 
 const HTTP = 'http_request_complete.v0';
 const TCP = 'tcp_connection_closed.v0';
@@ -18,36 +12,27 @@ const KEY_CREATED = 'api_key_created.v0';
 const MISSING_ID = 'esb_06h01yx3eexeqasb5hgsrgp1e0';
 
 describe.each(STORES)('Event subscription API on $kind', ({ open }) => {
-  let store: TestStore;
-  let service: Service;
-  let api: ApiClient;
+  const t = useTestService(open);
   let destinationId: string;
 
-  const version = () => currentPipelineVersion(service.db);
-  const newDestination = async (path: string, call: ApiClient = api): Promise<string> => {
+  const version = () => currentPipelineVersion(t.service.db);
+  const newDestination = async (path: string, call: ApiClient = t.api): Promise<string> => {
     const res = await call('POST', '/event_destinations', { target: { file: { path } } });
     expect(res.status).toBe(201);
     return res.body.id;
   };
   const createSubscription = async (body: unknown = {}) => {
-    const res = await api('POST', '/event_subscriptions', body);
+    const res = await t.api('POST', '/event_subscriptions', body);
     expect(res.status).toBe(201);
     return res.body;
   };
 
   beforeAll(async () => {
-    store = await open();
-    service = await startTestService(store);
-    api = apiClient(service.url, TEST_BOOTSTRAP_KEY);
     destinationId = await newDestination('subscriptions');
-  });
-  afterAll(async () => {
-    await service?.close();
-    await store?.cleanup();
   });
 
   it('creates, gets, lists, updates and deletes a subscription', async () => {
-    const created = await api('POST', '/event_subscriptions', {
+    const created = await t.api('POST', '/event_subscriptions', {
       description: 'edge traffic to the audit log',
       metadata: '{"owner":"sre"}',
       sources: [
@@ -62,7 +47,7 @@ describe.each(STORES)('Event subscription API on $kind', ({ open }) => {
     });
     expect(created.status).toBe(201);
     const subscription = created.body;
-    const uri = `${service.url}/event_subscriptions/${subscription.id}`;
+    const uri = `${t.service.url}/event_subscriptions/${subscription.id}`;
     expect(subscription).toEqual({
       id: expect.stringMatching(/^esb_[0-9a-z]{26}$/),
       uri,
@@ -74,38 +59,51 @@ describe.each(STORES)('Event subscription API on $kind', ({ open }) => {
           type: HTTP,
           filter: 'ev.conn.server_port == 443',
           fields: ['conn', 'http.request.method'],
+          sample_rate: 1,
           uri: `${uri}/sources/${HTTP}`,
         },
-        { type: KEY_CREATED, filter: '', fields: [], uri: `${uri}/sources/${KEY_CREATED}` },
+        {
+          type: KEY_CREATED,
+          filter: '',
+          fields: [],
+          sample_rate: 1,
+          uri: `${uri}/sources/${KEY_CREATED}`,
+        },
       ],
       destinations: [
-        { id: destinationId, uri: `${service.url}/event_destinations/${destinationId}` },
+        { id: destinationId, uri: `${t.service.url}/event_destinations/${destinationId}` },
       ],
     });
 
-    expect((await api('GET', `/event_subscriptions/${subscription.id}`)).body).toEqual(
+    expect((await t.api('GET', `/event_subscriptions/${subscription.id}`)).body).toEqual(
       subscription,
     );
-    const list = await api('GET', '/event_subscriptions');
+    const list = await t.api('GET', '/event_subscriptions');
     expect(list.status).toBe(200);
     expect(list.body.event_subscriptions).toContainEqual(subscription);
-    expect(list.body.uri).toBe(`${service.url}/event_subscriptions`);
+    expect(list.body.uri).toBe(`${t.service.url}/event_subscriptions`);
     expect(list.body.next_page_uri).toBeNull();
 
-    const patched = await api('PATCH', `/event_subscriptions/${subscription.id}`, {
+    const patched = await t.api('PATCH', `/event_subscriptions/${subscription.id}`, {
       description: '',
     });
     expect(patched.status).toBe(200);
     expect(patched.body).toEqual({ ...subscription, description: '' });
 
     const second = await newDestination('second');
-    const replaced = await api('PATCH', `/event_subscriptions/${subscription.id}`, {
+    const replaced = await t.api('PATCH', `/event_subscriptions/${subscription.id}`, {
       sources: [{ type: TCP, filter: 'ev.conn.server_port != 22' }],
       destination_ids: [second, destinationId],
     });
     expect(replaced.status).toBe(200);
     expect(replaced.body.sources).toEqual([
-      { type: TCP, filter: 'ev.conn.server_port != 22', fields: [], uri: `${uri}/sources/${TCP}` },
+      {
+        type: TCP,
+        filter: 'ev.conn.server_port != 22',
+        fields: [],
+        sample_rate: 1,
+        uri: `${uri}/sources/${TCP}`,
+      },
     ]);
     expect(replaced.body.destinations.map((d: { id: string }) => d.id)).toEqual([
       second,
@@ -113,28 +111,32 @@ describe.each(STORES)('Event subscription API on $kind', ({ open }) => {
     ]);
     expect(replaced.body.metadata).toBe('{"owner":"sre"}');
 
-    const emptied = await api('PATCH', `/event_subscriptions/${subscription.id}`, {
+    const emptied = await t.api('PATCH', `/event_subscriptions/${subscription.id}`, {
       sources: [],
       destination_ids: [],
     });
     expect(emptied.body.sources).toEqual([]);
     expect(emptied.body.destinations).toEqual([]);
 
-    const deleted = await api('DELETE', `/event_subscriptions/${subscription.id}`);
+    const deleted = await t.api('DELETE', `/event_subscriptions/${subscription.id}`);
     expect(deleted.status).toBe(204);
     expect(deleted.body).toBeNull();
-    expectError(await api('GET', `/event_subscriptions/${subscription.id}`), 404, 'ERR_NOT_FOUND');
     expectError(
-      await api('DELETE', `/event_subscriptions/${subscription.id}`),
+      await t.api('GET', `/event_subscriptions/${subscription.id}`),
       404,
       'ERR_NOT_FOUND',
     );
     expectError(
-      await api('GET', `/event_subscriptions/${subscription.id}/sources`),
+      await t.api('DELETE', `/event_subscriptions/${subscription.id}`),
       404,
       'ERR_NOT_FOUND',
     );
-    const rows = await service.db.query(
+    expectError(
+      await t.api('GET', `/event_subscriptions/${subscription.id}/sources`),
+      404,
+      'ERR_NOT_FOUND',
+    );
+    const rows = await t.service.db.query(
       'SELECT 1 FROM event_sources WHERE subscription_id = $1 UNION ALL SELECT 1 FROM event_subscription_destinations WHERE subscription_id = $1',
       [subscription.id],
     );
@@ -147,14 +149,14 @@ describe.each(STORES)('Event subscription API on $kind', ({ open }) => {
       destination_ids: [destinationId],
     });
     const sourcesUri = `/event_subscriptions/${subscription.id}/sources`;
-    const list = await api('GET', sourcesUri);
+    const list = await t.api('GET', sourcesUri);
     expect(list.status).toBe(200);
     expect(list.body).toEqual({
       sources: subscription.sources,
-      uri: `${service.url}${sourcesUri}`,
+      uri: `${t.service.url}${sourcesUri}`,
     });
 
-    const added = await api('POST', sourcesUri, {
+    const added = await t.api('POST', sourcesUri, {
       type: HTTP,
       filter: 'ev.conn.server_name.endsWith(".example.com")',
       fields: ['http.response.status_code'],
@@ -164,19 +166,20 @@ describe.each(STORES)('Event subscription API on $kind', ({ open }) => {
       type: HTTP,
       filter: 'ev.conn.server_name.endsWith(".example.com")',
       fields: ['http.response.status_code'],
-      uri: `${service.url}${sourcesUri}/${HTTP}`,
+      sample_rate: 1,
+      uri: `${t.service.url}${sourcesUri}/${HTTP}`,
     });
-    expect((await api('GET', `${sourcesUri}/${HTTP}`)).body).toEqual(added.body);
+    expect((await t.api('GET', `${sourcesUri}/${HTTP}`)).body).toEqual(added.body);
     expect(
-      (await api('GET', `/event_subscriptions/${subscription.id}`)).body.sources.map(
+      (await t.api('GET', `/event_subscriptions/${subscription.id}`)).body.sources.map(
         (s: { type: string }) => s.type,
       ),
     ).toEqual([KEY_CREATED, HTTP]);
 
-    const patched = await api('PATCH', `${sourcesUri}/${HTTP}`, { fields: [] });
+    const patched = await t.api('PATCH', `${sourcesUri}/${HTTP}`, { fields: [] });
     expect(patched.status).toBe(200);
     expect(patched.body).toEqual({ ...added.body, fields: [] });
-    const refiltered = await api('PATCH', `${sourcesUri}/${HTTP}`, {
+    const refiltered = await t.api('PATCH', `${sourcesUri}/${HTTP}`, {
       filter: 'ev.conn.client_ip == "10.0.0.1"',
     });
     expect(refiltered.body).toEqual({
@@ -186,40 +189,40 @@ describe.each(STORES)('Event subscription API on $kind', ({ open }) => {
     });
 
     expectError(
-      await api('PATCH', `${sourcesUri}/${HTTP}`, { type: TCP }),
+      await t.api('PATCH', `${sourcesUri}/${HTTP}`, { type: TCP }),
       400,
       'ERR_FIELD_NOT_UPDATABLE',
       'type',
     );
     expectError(
-      await api('POST', sourcesUri, { type: HTTP }),
+      await t.api('POST', sourcesUri, { type: HTTP }),
       400,
       'ERR_INVALID_FIELD',
       'already has a source',
     );
     expectError(
-      await api('PATCH', `${sourcesUri}/${KEY_CREATED}`, { filter: 'true' }),
+      await t.api('PATCH', `${sourcesUri}/${KEY_CREATED}`, { filter: 'true' }),
       400,
       'ERR_INVALID_FILTER',
       'only traffic events',
     );
-    expectError(await api('GET', `${sourcesUri}/${TCP}`), 404, 'ERR_NOT_FOUND', TCP);
-    expectError(await api('PATCH', `${sourcesUri}/${TCP}`, { filter: '' }), 404, 'ERR_NOT_FOUND');
-    expectError(await api('DELETE', `${sourcesUri}/${TCP}`), 404, 'ERR_NOT_FOUND');
+    expectError(await t.api('GET', `${sourcesUri}/${TCP}`), 404, 'ERR_NOT_FOUND', TCP);
+    expectError(await t.api('PATCH', `${sourcesUri}/${TCP}`, { filter: '' }), 404, 'ERR_NOT_FOUND');
+    expectError(await t.api('DELETE', `${sourcesUri}/${TCP}`), 404, 'ERR_NOT_FOUND');
     expectError(
-      await api('GET', `/event_subscriptions/${MISSING_ID}/sources/${HTTP}`),
+      await t.api('GET', `/event_subscriptions/${MISSING_ID}/sources/${HTTP}`),
       404,
       'ERR_NOT_FOUND',
       MISSING_ID,
     );
 
-    const deleted = await api('DELETE', `${sourcesUri}/${HTTP}`);
+    const deleted = await t.api('DELETE', `${sourcesUri}/${HTTP}`);
     expect(deleted.status).toBe(204);
-    expectError(await api('GET', `${sourcesUri}/${HTTP}`), 404, 'ERR_NOT_FOUND');
-    expect((await api('GET', sourcesUri)).body.sources).toEqual(subscription.sources);
+    expectError(await t.api('GET', `${sourcesUri}/${HTTP}`), 404, 'ERR_NOT_FOUND');
+    expect((await t.api('GET', sourcesUri)).body.sources).toEqual(subscription.sources);
 
     // Each source change is an update of the subscription, with the whole subscription.
-    const events = await service.db.query<{ event_type: string; envelope: any }>(
+    const events = await t.service.db.query<{ event_type: string; envelope: any }>(
       `SELECT event_type, envelope FROM audit_outbox
        WHERE envelope->'object'->>'id' = $1 ORDER BY seq`,
       [subscription.id],
@@ -238,7 +241,7 @@ describe.each(STORES)('Event subscription API on $kind', ({ open }) => {
 
   it('rejects bad filters with their position and the filterable fields', async () => {
     const post = (filter: string, type = HTTP) =>
-      api('POST', '/event_subscriptions', { sources: [{ type, filter }] });
+      t.api('POST', '/event_subscriptions', { sources: [{ type, filter }] });
 
     const syntax = await post('ev.conn.server_port == ');
     expectError(syntax, 400, 'ERR_INVALID_FILTER', 'syntax error');
@@ -271,14 +274,14 @@ describe.each(STORES)('Event subscription API on $kind', ({ open }) => {
     );
     expectError(await post('true', KEY_CREATED), 400, 'ERR_INVALID_FILTER', 'only traffic events');
     expectError(
-      await api('POST', '/event_subscriptions', { sources: [{ type: HTTP, filter: 42 }] }),
+      await t.api('POST', '/event_subscriptions', { sources: [{ type: HTTP, filter: 42 }] }),
       400,
       'ERR_INVALID_FIELD',
       'sources[0].filter',
     );
 
     // The second source is the bad one: the details say which.
-    const second = await api('POST', '/event_subscriptions', {
+    const second = await t.api('POST', '/event_subscriptions', {
       sources: [{ type: KEY_CREATED }, { type: TCP, filter: 'ev.conn.bytes_in > 0' }],
     });
     expectError(second, 400, 'ERR_INVALID_FILTER', 'not filterable');
@@ -286,7 +289,7 @@ describe.each(STORES)('Event subscription API on $kind', ({ open }) => {
   });
 
   it('rejects bad field selections, event types, duplicates and unknown fields', async () => {
-    const post = (body: unknown) => api('POST', '/event_subscriptions', body);
+    const post = (body: unknown) => t.api('POST', '/event_subscriptions', body);
 
     const unknownField = await post({ sources: [{ type: HTTP, fields: ['conn', 'nope.x'] }] });
     expectError(unknownField, 400, 'ERR_INVALID_FIELDS', "unknown field 'nope.x'; valid names:");
@@ -319,7 +322,7 @@ describe.each(STORES)('Event subscription API on $kind', ({ open }) => {
       `did you mean "${HTTP}"`,
     );
     expectError(
-      await api('POST', `/event_subscriptions/${(await createSubscription()).id}/sources`, {
+      await t.api('POST', `/event_subscriptions/${(await createSubscription()).id}/sources`, {
         type: 'nope.v0',
       }),
       400,
@@ -378,13 +381,13 @@ describe.each(STORES)('Event subscription API on $kind', ({ open }) => {
     });
     expect(ok.description).toBe(euro.repeat(255));
     expectError(
-      await api('POST', '/event_subscriptions', { description: euro.repeat(256) }),
+      await t.api('POST', '/event_subscriptions', { description: euro.repeat(256) }),
       400,
       'ERR_FIELD_TOO_LONG',
       '255 characters',
     );
     expectError(
-      await api('PATCH', `/event_subscriptions/${ok.id}`, { metadata: 'x'.repeat(4097) }),
+      await t.api('PATCH', `/event_subscriptions/${ok.id}`, { metadata: 'x'.repeat(4097) }),
       400,
       'ERR_FIELD_TOO_LONG',
       '4096 characters',
@@ -398,13 +401,13 @@ describe.each(STORES)('Event subscription API on $kind', ({ open }) => {
     });
     const outbox = async () =>
       Number(
-        (await service.db.query<{ n: string }>('SELECT count(*)::text AS n FROM audit_outbox'))
+        (await t.service.db.query<{ n: string }>('SELECT count(*)::text AS n FROM audit_outbox'))
           .rows[0].n,
       );
     const events = await outbox();
     const before = await version();
     expectError(
-      await api('PATCH', `/event_subscriptions/${subscription.id}`, {
+      await t.api('PATCH', `/event_subscriptions/${subscription.id}`, {
         description: 'changed',
         sources: [{ type: TCP }],
         destination_ids: ['ed_06h01yx3eexeqasb5hgsrgp1e0'],
@@ -413,16 +416,16 @@ describe.each(STORES)('Event subscription API on $kind', ({ open }) => {
       'ERR_INVALID_FIELD',
     );
     expectError(
-      await api('PATCH', `/event_subscriptions/${MISSING_ID}`, { description: 'x' }),
+      await t.api('PATCH', `/event_subscriptions/${MISSING_ID}`, { description: 'x' }),
       404,
       'ERR_NOT_FOUND',
     );
     expectError(
-      await api('POST', `/event_subscriptions/${MISSING_ID}/sources`, { type: TCP }),
+      await t.api('POST', `/event_subscriptions/${MISSING_ID}/sources`, { type: TCP }),
       404,
       'ERR_NOT_FOUND',
     );
-    expect((await api('GET', `/event_subscriptions/${subscription.id}`)).body).toEqual(
+    expect((await t.api('GET', `/event_subscriptions/${subscription.id}`)).body).toEqual(
       subscription,
     );
     expect(await outbox()).toBe(events);
@@ -434,9 +437,9 @@ describe.each(STORES)('Event subscription API on $kind', ({ open }) => {
       sources: [{ type: HTTP }],
       destination_ids: [destinationId],
     });
-    const accountB = await createAccount(service.db);
-    const keyB = await mintApiKey(service.db, { accountId: accountB }, null, service.url);
-    const apiB = apiClient(service.url, keyB.token!);
+    const accountB = await createAccount(t.service.db);
+    const keyB = await mintApiKey(t.service.db, { accountId: accountB }, null, t.service.url);
+    const apiB = apiClient(t.service.url, keyB.token!);
     const id = subscription.id;
     const sources = `/event_subscriptions/${id}/sources`;
     for (const [method, path, body] of [
@@ -474,9 +477,9 @@ describe.each(STORES)('Event subscription API on $kind', ({ open }) => {
       'ERR_INVALID_FIELD',
       destinationId,
     );
-    const listA = (await api('GET', '/event_subscriptions')).body.event_subscriptions;
+    const listA = (await t.api('GET', '/event_subscriptions')).body.event_subscriptions;
     expect(listA.map((s: { id: string }) => s.id)).not.toContain(theirs.body.id);
-    expect((await api('GET', `/event_subscriptions/${id}`)).body).toEqual(subscription);
+    expect((await t.api('GET', `/event_subscriptions/${id}`)).body).toEqual(subscription);
   });
 
   it('bumps pipeline_version on every change and hands the pipeline every account’s routing', async () => {
@@ -497,15 +500,15 @@ describe.each(STORES)('Event subscription API on $kind', ({ open }) => {
     );
     for (const [method, path, body] of steps) {
       before = await version();
-      const res = await api(method, path, body);
+      const res = await t.api(method, path, body);
       expect(res.status).toBeLessThan(300);
       expect(await version()).toBe(before + 1);
     }
 
-    const config = await loadPipelineConfig(service.db, service.keyring);
+    const config = await loadPipelineConfig(t.service.db, t.service.keyring);
     expect(config.version).toBe(await version());
     const accountId = (
-      await service.db.query<{ account_id: string }>(
+      await t.service.db.query<{ account_id: string }>(
         'SELECT account_id FROM event_subscriptions WHERE id = $1',
         [subscription.id],
       )
@@ -514,8 +517,8 @@ describe.each(STORES)('Event subscription API on $kind', ({ open }) => {
       id: subscription.id,
       accountId,
       sources: [
-        { type: HTTP, filter: 'ev.conn.server_port == 443', fields: ['conn'] },
-        { type: TCP, filter: 'ev.conn.server_port == 22', fields: [] },
+        { type: HTTP, filter: 'ev.conn.server_port == 443', fields: ['conn'], sampleRate: 1 },
+        { type: TCP, filter: 'ev.conn.server_port == 22', fields: [], sampleRate: 1 },
       ],
       destinationIds: [destinationId],
     });
@@ -530,24 +533,24 @@ describe.each(STORES)('Event subscription API on $kind', ({ open }) => {
     expect(accounts.size).toBeGreaterThanOrEqual(2);
 
     before = await version();
-    expect((await api('DELETE', `/event_subscriptions/${subscription.id}`)).status).toBe(204);
+    expect((await t.api('DELETE', `/event_subscriptions/${subscription.id}`)).status).toBe(204);
     expect(await version()).toBe(before + 1);
-    const after = await loadPipelineConfig(service.db, service.keyring);
+    const after = await loadPipelineConfig(t.service.db, t.service.keyring);
     expect(after.subscriptions.map((s) => s.id)).not.toContain(subscription.id);
   });
 
   it('pages through subscriptions newest first', async () => {
-    const key = await api('POST', '/api_keys', { description: 'pager' });
-    const pager = apiClient(service.url, key.body.token);
+    const key = await t.api('POST', '/api_keys', { description: 'pager' });
+    const pager = apiClient(t.service.url, key.body.token);
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) {
       const res = await pager('POST', '/event_subscriptions', { description: `s${i}` });
       ids.push(res.body.id);
     }
     const seen: string[] = [];
-    let next: string | null = `${service.url}/event_subscriptions?limit=2`;
+    let next: string | null = `${t.service.url}/event_subscriptions?limit=2`;
     while (next !== null) {
-      const page = await pager('GET', next.slice(service.url.length));
+      const page = await pager('GET', next.slice(t.service.url.length));
       expect(page.status).toBe(200);
       expect(page.body.event_subscriptions.length).toBeLessThanOrEqual(2);
       seen.push(...page.body.event_subscriptions.map((s: { id: string }) => s.id));
@@ -555,7 +558,7 @@ describe.each(STORES)('Event subscription API on $kind', ({ open }) => {
     }
     expect(seen.slice(0, 5)).toEqual([...ids].reverse());
     expectError(
-      await api('GET', '/event_subscriptions?before_id=ed_06h01yx3eexeqasb5hgsrgp1e0'),
+      await t.api('GET', '/event_subscriptions?before_id=ed_06h01yx3eexeqasb5hgsrgp1e0'),
       400,
       'ERR_INVALID_QUERY',
       'before_id',

@@ -3,14 +3,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { Batch, EventRecord } from '../../src/pipeline/types.ts';
 import {
   DEFAULT_MAX_FILE_AGE_MS,
   DEFAULT_MAX_FILE_BYTES,
-  FileSinkConfigError,
   parseFileSinkConfig,
-} from '../../src/sinks/file/config.ts';
+} from '../../src/sinks/file/index.ts';
 import { createFileSink, fileSinkError } from '../../src/sinks/file/sink.ts';
+import { SinkConfigError } from '../../src/sinks/settings.ts';
+import type { Batch, EventRecord } from '../../src/sinks/types.ts';
 
 const logger = pino({ level: 'silent' });
 
@@ -46,31 +46,34 @@ async function readEvents(dir: string, includeOpen = true): Promise<string[]> {
 
 describe('file sink config', () => {
   it('fills defaults and resolves a relative path under the base', () => {
-    const c = parseFileSinkConfig({ path: 'events/a' }, { baseDir: '/srv/data' });
+    const c = parseFileSinkConfig({ path: 'events/a' }, { accountDir: '/srv/data' });
     expect(c).toEqual({
       root: '/srv/data',
       dir: '/srv/data/events/a',
       maxFileBytes: DEFAULT_MAX_FILE_BYTES,
       maxFileAgeMs: DEFAULT_MAX_FILE_AGE_MS,
     });
-    expect(parseFileSinkConfig({ path: 'a/../b' }, { baseDir: '/srv/data' }).dir).toBe(
+    expect(parseFileSinkConfig({ path: 'a/../b' }, { accountDir: '/srv/data' }).dir).toBe(
       '/srv/data/b',
     );
-    expect(parseFileSinkConfig({ path: '..x' }, { baseDir: '/srv/data' }).dir).toBe(
+    expect(parseFileSinkConfig({ path: '..x' }, { accountDir: '/srv/data' }).dir).toBe(
       '/srv/data/..x',
     );
   });
 
   it('refuses paths that escape the base, and absolute ones', () => {
-    const base = { baseDir: '/srv/data' };
-    expect(() => parseFileSinkConfig({ path: '../etc' }, base)).toThrow(FileSinkConfigError);
+    const base = { accountDir: '/srv/data' };
+    expect(() => parseFileSinkConfig({ path: '../etc' }, base)).toThrow(SinkConfigError);
     expect(() => parseFileSinkConfig({ path: 'a/../../x' }, base)).toThrow(/escapes/);
     expect(() => parseFileSinkConfig({ path: '' }, base)).toThrow(/non-empty/);
     expect(() => parseFileSinkConfig({ path: '/var/events' }, base)).toThrow(/relative/);
     expect(() => parseFileSinkConfig({ path: '/srv/data/x' }, base)).toThrow(/relative/);
-    expect(() => parseFileSinkConfig({ path: 'x', maxFileBytes: 0 }, base)).toThrow(/maxFileBytes/);
-    expect(() => parseFileSinkConfig({ path: 'x', maxFileAgeMs: 1.5 }, base)).toThrow(
-      /maxFileAgeMs/,
+    expect(() => parseFileSinkConfig({ path: 'a/..' }, base)).toThrow(/not itself/);
+    expect(() => parseFileSinkConfig({ path: 'x', max_file_bytes: 0 }, base)).toThrow(
+      /max_file_bytes/,
+    );
+    expect(() => parseFileSinkConfig({ path: 'x', max_file_age_ms: 1.5 }, base)).toThrow(
+      /max_file_age_ms/,
     );
   });
 });
@@ -85,7 +88,7 @@ describe('file sink', () => {
   });
 
   it('writes valid NDJSON, readable from disk as soon as write() resolves', async () => {
-    const config = parseFileSinkConfig({ path: 'out' }, { baseDir: base });
+    const config = parseFileSinkConfig({ path: 'out' }, { accountDir: base });
     const sink = createFileSink({ config, logger });
     await sink.write(batch(0, 3));
     // Content is on disk (fsync'd) before close: the active file carries the `.open` suffix.
@@ -104,8 +107,8 @@ describe('file sink', () => {
   it('rotates by size, never splitting a batch, and keeps order across files', async () => {
     const one = batch(0, 10).bytes + 10; // a 10-record batch plus newlines
     const config = parseFileSinkConfig(
-      { path: 'out', maxFileBytes: one * 2 + 100 },
-      { baseDir: base },
+      { path: 'out', max_file_bytes: one * 2 + 100 },
+      { accountDir: base },
     );
     const sink = createFileSink({ config, logger });
     for (let i = 0; i < 50; i += 10) await sink.write(batch(i, 10));
@@ -120,7 +123,7 @@ describe('file sink', () => {
   });
 
   it('rotates by age even when no more writes arrive', async () => {
-    const config = parseFileSinkConfig({ path: 'out', maxFileAgeMs: 50 }, { baseDir: base });
+    const config = parseFileSinkConfig({ path: 'out', max_file_age_ms: 50 }, { accountDir: base });
     const sink = createFileSink({ config, logger });
     await sink.write(batch(0, 1));
     await new Promise((r) => setTimeout(r, 120));
@@ -134,7 +137,7 @@ describe('file sink', () => {
   });
 
   it('finishes a file left open by a crash, dropping its partial last line', async () => {
-    const config = parseFileSinkConfig({ path: 'out' }, { baseDir: base });
+    const config = parseFileSinkConfig({ path: 'out' }, { accountDir: base });
     const crashed = createFileSink({ config, logger });
     await crashed.write(batch(0, 2));
     const [left] = await readdir(config.dir);
@@ -151,7 +154,7 @@ describe('file sink', () => {
     expect(fileSinkError(perm).retriable).toBe(false);
     expect(fileSinkError(full).retriable).toBe(true);
     await writeFile(join(base, 'not-a-dir'), 'x');
-    const config = parseFileSinkConfig({ path: 'not-a-dir/out' }, { baseDir: base });
+    const config = parseFileSinkConfig({ path: 'not-a-dir/out' }, { accountDir: base });
     const sink = createFileSink({ config, logger });
     await expect(sink.write(batch(0, 1))).rejects.toMatchObject({
       name: 'SinkError',

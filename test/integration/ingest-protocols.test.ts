@@ -1,49 +1,39 @@
-import { Code, ConnectError, createClient } from '@connectrpc/connect';
+import { create } from '@bufbuild/protobuf';
+import { Code, ConnectError, createClient, type Transport } from '@connectrpc/connect';
 import {
   compressionGzip,
   createConnectTransport,
   createGrpcTransport,
   createGrpcWebTransport,
 } from '@connectrpc/connect-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { IngestService } from '../../src/gen/agent_ingress/ingest/v0/ingest_pb.ts';
-import type { Service } from '../../src/service.ts';
+import { describe, expect, it } from 'vitest';
+import { EventSchema, IngestService } from '../../src/gen/agent_ingress/ingest/v0/ingest_pb.ts';
 import { generateEvents } from '../helpers/events.ts';
 import { freePort } from '../helpers/free-port.ts';
 import { TEST_INGEST_TOKEN } from '../helpers/ingest-client.ts';
-import { startTestService } from '../helpers/service.ts';
-import { pgliteStore, type TestStore } from '../helpers/stores.ts';
+import { startTestService, useTestService } from '../helpers/service.ts';
+import { pgliteStore } from '../helpers/stores.ts';
 
 const headers = { authorization: `Bearer ${TEST_INGEST_TOKEN}` };
 const PUBLISH = '/agent_ingress.ingest.v0.IngestService/Publish';
 
 describe('ingest protocols and their errors', () => {
-  let store: TestStore;
-  let service: Service;
-
-  beforeAll(async () => {
-    store = await pgliteStore();
-    service = await startTestService(store, {
-      INGEST_TOKENS: TEST_INGEST_TOKEN,
-      MAX_INGEST_BYTES: '200000',
-    });
-  });
-  afterAll(async () => {
-    await service?.close();
-    await store?.cleanup();
+  const t = useTestService(pgliteStore, {
+    INGEST_TOKENS: TEST_INGEST_TOKEN,
+    MAX_INGEST_BYTES: '200000',
   });
 
   // Streaming needs the Connect protocol over HTTP/1.1 (gRPC-Web client streams need HTTP/2).
   const transports = {
     'connect binary': {
       streams: true,
-      make: () => createConnectTransport({ baseUrl: service.url, httpVersion: '1.1' }),
+      make: () => createConnectTransport({ baseUrl: t.service.url, httpVersion: '1.1' }),
     },
     'connect JSON': {
       streams: true,
       make: () =>
         createConnectTransport({
-          baseUrl: service.url,
+          baseUrl: t.service.url,
           httpVersion: '1.1',
           useBinaryFormat: false,
         }),
@@ -52,14 +42,14 @@ describe('ingest protocols and their errors', () => {
       streams: true,
       make: () =>
         createConnectTransport({
-          baseUrl: service.url,
+          baseUrl: t.service.url,
           httpVersion: '1.1',
           sendCompression: compressionGzip,
         }),
     },
     'gRPC-Web': {
       streams: false,
-      make: () => createGrpcWebTransport({ baseUrl: service.url, httpVersion: '1.1' }),
+      make: () => createGrpcWebTransport({ baseUrl: t.service.url, httpVersion: '1.1' }),
     },
   };
 
@@ -80,7 +70,7 @@ describe('ingest protocols and their errors', () => {
 
   it('answers the right Connect codes for a bad token, bad bytes, bad JSON, bad events and oversize requests', async () => {
     const post = (body: Uint8Array | string, type: string, token = TEST_INGEST_TOKEN) =>
-      fetch(`${service.url}${PUBLISH}`, {
+      fetch(`${t.service.url}${PUBLISH}`, {
         method: 'POST',
         headers: { 'content-type': type, authorization: `Bearer ${token}` },
         body,
@@ -113,14 +103,14 @@ describe('ingest protocols and their errors', () => {
 
     const client = createClient(
       IngestService,
-      createConnectTransport({ baseUrl: service.url, httpVersion: '1.1' }),
+      createConnectTransport({ baseUrl: t.service.url, httpVersion: '1.1' }),
     );
     const huge = generateEvents(2000, { accounts: ['ac_protocols'], seed: 5 });
     const error = await client
       .publish({ events: huge }, { headers })
       .catch((e) => ConnectError.from(e));
     expect((error as ConnectError).code).toBe(Code.ResourceExhausted);
-    expect((await fetch(`${service.url}/healthz`)).status).toBe(200);
+    expect((await fetch(`${t.service.url}/healthz`)).status).toBe(200);
   });
 });
 
@@ -153,5 +143,101 @@ describe('gRPC over HTTP/2 on GRPC_PORT', () => {
       await service.close();
       await store.cleanup();
     }
+  });
+});
+
+describe('one Publish path: the same bad requests get the same answer and metric in every protocol', () => {
+  const t = useTestService(pgliteStore, async () => ({
+    INGEST_TOKENS: TEST_INGEST_TOKEN,
+    MAX_INGEST_BYTES: '200000',
+    GRPC_PORT: String(await freePort()),
+  }));
+
+  const transports: Record<string, () => Transport> = {
+    'connect binary': () => createConnectTransport({ baseUrl: t.service.url, httpVersion: '1.1' }),
+    'connect JSON': () =>
+      createConnectTransport({
+        baseUrl: t.service.url,
+        httpVersion: '1.1',
+        useBinaryFormat: false,
+      }),
+    'connect binary, gzip': () =>
+      createConnectTransport({
+        baseUrl: t.service.url,
+        httpVersion: '1.1',
+        sendCompression: compressionGzip,
+      }),
+    'gRPC-Web': () => createGrpcWebTransport({ baseUrl: t.service.url, httpVersion: '1.1' }),
+    gRPC: () => createGrpcTransport({ baseUrl: t.service.grpcUrl! }),
+  };
+
+  const valid = generateEvents(1, { accounts: ['ac_same'], seed: 9 });
+  const badRequests: Record<string, { events: typeof valid; token: string; code: Code }> = {
+    'a wrong token': { events: valid, token: 'wrong-token-0123456789', code: Code.Unauthenticated },
+    'an event without its fields': {
+      events: [create(EventSchema, { payload: { case: 'tcpConnectionClosed', value: {} } })],
+      token: TEST_INGEST_TOKEN,
+      code: Code.InvalidArgument,
+    },
+    'more bytes than MAX_INGEST_BYTES': {
+      events: generateEvents(2000, { accounts: ['ac_same'], seed: 10 }),
+      token: TEST_INGEST_TOKEN,
+      code: Code.ResourceExhausted,
+    },
+  };
+
+  /** agent_ingress_ingest_requests_total by result, as /metrics shows it. */
+  async function requestsByResult(): Promise<Record<string, number>> {
+    const text = await (await fetch(`${t.service.url}/metrics`)).text();
+    const out: Record<string, number> = {};
+    for (const match of text.matchAll(
+      /^agent_ingress_ingest_requests_total\{result="([^"]+)"\} (\d+)$/gm,
+    )) {
+      out[match[1]] = Number(match[2]);
+    }
+    return out;
+  }
+
+  function delta(before: Record<string, number>, after: Record<string, number>) {
+    return Object.fromEntries(
+      Object.entries(after)
+        .map(([result, n]) => [result, n - (before[result] ?? 0)] as const)
+        .filter(([, n]) => n !== 0),
+    );
+  }
+
+  it.each(Object.entries(badRequests))('%s', async (_name, bad) => {
+    const answers: Record<string, { code: Code; counted: Record<string, number> }> = {};
+    const headers = { authorization: `Bearer ${bad.token}` };
+    async function* oneMessage() {
+      yield { events: bad.events };
+    }
+    const calls = Object.entries(transports).flatMap(([protocol, transport]) => {
+      const client = createClient(IngestService, transport());
+      const unary = [protocol, () => client.publish({ events: bad.events }, { headers })] as const;
+      // PublishStream where the protocol streams from the client (gRPC-Web needs HTTP/2).
+      if (protocol === 'gRPC-Web') return [unary];
+      const stream = [
+        `${protocol}, PublishStream`,
+        () => client.publishStream(oneMessage(), { headers }),
+      ] as const;
+      return [unary, stream];
+    });
+    for (const [name, call] of calls) {
+      const before = await requestsByResult();
+      const error = await call().then(
+        () => undefined,
+        (e) => ConnectError.from(e),
+      );
+      answers[name] = {
+        code: error?.code ?? Code.Unknown,
+        counted: delta(before, await requestsByResult()),
+      };
+    }
+    expect(Object.keys(answers)).toHaveLength(9);
+    const first = Object.values(answers)[0];
+    expect(first.code).toBe(bad.code);
+    expect(Object.keys(first.counted)).toHaveLength(1);
+    for (const answer of Object.values(answers)) expect(answer).toEqual(first);
   });
 });

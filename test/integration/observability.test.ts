@@ -1,14 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Service } from '../../src/service.ts';
+import { describe, expect, it } from 'vitest';
 import { generateEvents } from '../helpers/events.ts';
 import { ingestClient, TEST_INGEST_TOKEN } from '../helpers/ingest-client.ts';
-import {
-  type ApiClient,
-  apiClient,
-  startTestService,
-  TEST_BOOTSTRAP_KEY,
-} from '../helpers/service.ts';
-import { pgliteStore, type TestStore } from '../helpers/stores.ts';
+import { useTestService } from '../helpers/service.ts';
+import { pgliteStore } from '../helpers/stores.ts';
 
 /** The value of one Prometheus sample line (`name{labels} value`), or undefined. */
 function sample(text: string, series: string): number | undefined {
@@ -17,40 +11,29 @@ function sample(text: string, series: string): number | undefined {
 }
 
 describe('metrics and health', () => {
-  let store: TestStore;
-  let service: Service;
-  let api: ApiClient;
-
-  beforeAll(async () => {
-    store = await pgliteStore();
-    service = await startTestService(store, { INGEST_TOKENS: TEST_INGEST_TOKEN });
-    api = apiClient(service.url, TEST_BOOTSTRAP_KEY);
-  });
-  afterAll(async () => {
-    await service?.close();
-    await store?.cleanup();
-  });
+  const t = useTestService(pgliteStore, { INGEST_TOKENS: TEST_INGEST_TOKEN });
 
   it('counts received, matched and delivered events, rejected requests and destination states', async () => {
-    const account = (await service.db.query<{ id: string }>('SELECT id FROM accounts')).rows[0].id;
-    const destination = await api('POST', '/event_destinations', {
+    const account = (await t.service.db.query<{ id: string }>('SELECT id FROM accounts')).rows[0]
+      .id;
+    const destination = await t.api('POST', '/event_destinations', {
       target: { file: { path: 'metrics' } },
     });
-    await api('POST', '/event_subscriptions', {
+    await t.api('POST', '/event_subscriptions', {
       sources: [{ type: 'tcp_connection_closed.v0' }],
       destination_ids: [destination.body.id],
     });
-    await service.pipeline.reload();
-    const client = ingestClient(service.url, TEST_INGEST_TOKEN);
+    await t.service.pipeline.reload();
+    const client = ingestClient(t.service.url, TEST_INGEST_TOKEN);
     const events = generateEvents(300, { accounts: [account], tcpShare: 0.5, seed: 9 });
     const tcp = events.filter((e) => e.payload.case === 'tcpConnectionClosed').length;
     await client.publish(events);
     await expect(
-      ingestClient(service.url, 'not-the-token-0123456').publish(events.slice(0, 1)),
+      ingestClient(t.service.url, 'not-the-token-0123456').publish(events.slice(0, 1)),
     ).rejects.toThrow(/unauthenticated/);
     await expect(client.publish([{ ...events[0], accountId: '' }])).rejects.toThrow(/account_id/);
 
-    const response = await fetch(`${service.url}/metrics`);
+    const response = await fetch(`${t.service.url}/metrics`);
     expect(response.status).toBe(200);
     const text = await response.text();
     expect(sample(text, 'agent_ingress_events_received_total')).toBe(300);
@@ -68,7 +51,7 @@ describe('metrics and health', () => {
   });
 
   it('answers health and readiness', async () => {
-    expect(await (await fetch(`${service.url}/healthz`)).json()).toEqual({ status: 'ok' });
-    expect(await (await fetch(`${service.url}/readyz`)).json()).toEqual({ status: 'ready' });
+    expect(await (await fetch(`${t.service.url}/healthz`)).json()).toEqual({ status: 'ok' });
+    expect(await (await fetch(`${t.service.url}/readyz`)).json()).toEqual({ status: 'ready' });
   });
 });

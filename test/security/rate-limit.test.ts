@@ -1,19 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { mintApiKey } from '../../src/api/api-keys/mint.ts';
 import { createRateLimiter } from '../../src/api/rate-limit.ts';
 import { loadConfig } from '../../src/config.ts';
-import type { Service } from '../../src/service.ts';
 import { createAccount } from '../../src/store/accounts.ts';
 import { expectError } from '../helpers/expect-error.ts';
-import {
-  type ApiClient,
-  type ApiResponse,
-  apiClient,
-  startTestService,
-  TEST_BOOTSTRAP_KEY,
-} from '../helpers/service.ts';
-import { pgliteStore, type TestStore } from '../helpers/stores.ts';
+import { type ApiClient, type ApiResponse, apiClient, useTestService } from '../helpers/service.ts';
+import { pgliteStore } from '../helpers/stores.ts';
 
 // Small numbers so a burst is a handful of requests: 5 at once, then 2 per second.
 const PER_SECOND = 2;
@@ -70,28 +63,16 @@ describe('per-API-key token bucket (unit, fake clock)', () => {
 });
 
 describe('REST rate limit per API key', () => {
-  let store: TestStore;
-  let service: Service;
-  let api: ApiClient;
-
-  beforeAll(async () => {
-    store = await pgliteStore();
-    service = await startTestService(store, {
-      RATE_LIMIT_PER_SECOND: String(PER_SECOND),
-      RATE_LIMIT_BURST: String(BURST),
-    });
-    api = apiClient(service.url, TEST_BOOTSTRAP_KEY);
-  });
-  afterAll(async () => {
-    await service?.close();
-    await store?.cleanup();
+  const t = useTestService(pgliteStore, {
+    RATE_LIMIT_PER_SECOND: String(PER_SECOND),
+    RATE_LIMIT_BURST: String(BURST),
   });
 
   /** A new key minted in the store, so making it spends no request budget. */
   async function newKey(accountId?: string): Promise<ApiClient> {
-    const account = accountId ?? (await createAccount(service.db));
-    const key = await mintApiKey(service.db, { accountId: account }, null, service.url);
-    return apiClient(service.url, key.token!);
+    const account = accountId ?? (await createAccount(t.service.db));
+    const key = await mintApiKey(t.service.db, { accountId: account }, null, t.service.url);
+    return apiClient(t.service.url, key.token!);
   }
 
   it('reads its settings from RATE_LIMIT_PER_SECOND and RATE_LIMIT_BURST', () => {
@@ -117,8 +98,8 @@ describe('REST rate limit per API key', () => {
     expectError(await caller('PUT', '/api_keys'), 429, 'ERR_RATE_LIMITED');
 
     // Another key of another account, and another key of the same account: their own buckets.
-    expect((await api('GET', '/agent_ingresses')).status).toBe(200);
-    const account = (await service.db.query<{ id: string }>('SELECT id FROM accounts')).rows;
+    expect((await t.api('GET', '/agent_ingresses')).status).toBe(200);
+    const account = (await t.service.db.query<{ id: string }>('SELECT id FROM accounts')).rows;
     expect((await (await newKey(account[0].id))('GET', '/api_keys')).status).toBe(200);
 
     await sleep(Number(retryAfter) * 1000 + 50);
@@ -126,7 +107,7 @@ describe('REST rate limit per API key', () => {
   });
 
   it('spends nothing on unauthenticated requests: bad tokens are 401, never 429', async () => {
-    const stranger = apiClient(service.url, 'aik_not-a-real-key');
+    const stranger = apiClient(t.service.url, 'aik_not-a-real-key');
     const answers: ApiResponse[] = [];
     for (let i = 0; i < BURST * 3; i++) answers.push(await stranger('GET', '/agent_ingresses'));
     for (const answer of answers) expectError(answer, 401, 'ERR_UNAUTHORIZED');

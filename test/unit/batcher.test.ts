@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { BatcherClosedError, BatcherFullError, createBatcher } from '../../src/pipeline/batcher.ts';
-import type { Batch, EventRecord } from '../../src/pipeline/types.ts';
+import { BatcherFullError, createBatcher } from '../../src/pipeline/batcher.ts';
+import type { Batch, EventRecord } from '../../src/sinks/types.ts';
 
 function rec(i: number, json = `{"n":${i}}`): EventRecord {
   return { eventId: `ev_${i}`, eventType: 't.v0', accountId: 'ac_1', partitionKey: 'h', json };
@@ -204,6 +204,6 @@ describe('batcher', () => {
     await b.close();
     await pending;
     expect(flushed.map(ids)).toEqual([['ev_1', 'ev_2']]);
-    await expect(b.add([rec(3)])).rejects.toBeInstanceOf(BatcherClosedError);
+    await expect(b.add([rec(3)])).rejects.toMatchObject({ code: 'ERR_UNAVAILABLE' });
   });
 });

@@ -1,20 +1,23 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { EventJson, TrafficEventType } from '../../src/catalogue/index.ts';
+import { patchEvaluation } from '../../src/filter/cel-semantics.ts';
 import { compileToJs, jsFilter } from '../../src/filter/compile-js.ts';
 import { filterEnvironment } from '../../src/filter/filter-environment.ts';
 import { compileFilter, FILTER_LIMITS } from '../../src/filter/index.ts';
 import {
   compileRegex,
+  RE2_GLOBAL_SIGNATURE,
   RE2_SIGNATURE,
   re2Matcher,
   regexLiterals,
   useRe2ForMatches,
 } from '../../src/filter/re2-matches.ts';
+import { fuzzParams } from '../helpers/fuzz.ts';
 
 // jsFilter (the checked AST as generated JS) must answer exactly as compileFilter's cel-js
 // evaluator for every expression of its subset and every event, odd ones included; outside the
-// subset it must return undefined so the evaluator is kept. FC_SEED=<n> replays a run.
+// subset it must return undefined so the evaluator is kept. FUZZ_SEED=<n> replays a run.
 //
 // The reference is compileFilter(...).matches AND the evaluator built here the way compileFilter
 // builds it: once compileFilter prefers the generated JS, its matches is no longer an independent
@@ -22,7 +25,6 @@ import {
 
 const HTTP = 'http_request_complete.v0';
 const TCP = 'tcp_connection_closed.v0';
-const SEED = process.env.FC_SEED === undefined ? undefined : Number(process.env.FC_SEED);
 
 const event: EventJson = {
   conn: {
@@ -48,10 +50,15 @@ function evaluator(type: string, expression: string): (e: EventJson) => boolean 
   const fe = filterEnvironment(type as TrafficEventType);
   const literals = regexLiterals(fe.env.parse(expression).ast);
   const regexes = new Map(literals.map(({ pattern }) => [pattern, compileRegex(pattern)]));
-  const env = fe.env.clone().registerFunction(RE2_SIGNATURE, re2Matcher(regexes));
+  const matcher = re2Matcher(regexes);
+  const env = fe.env
+    .clone()
+    .registerFunction(RE2_SIGNATURE, matcher)
+    .registerFunction(RE2_GLOBAL_SIGNATURE, matcher);
   const program = env.parse(expression);
   useRe2ForMatches(program.ast);
   if (!program.check().valid) throw new Error(`the evaluator does not check ${expression}`);
+  patchEvaluation(program.ast);
   return (e) => {
     try {
       return program(fe.toContext(e)) === true;
@@ -220,6 +227,11 @@ const expressions = fc.letrec<Exprs>((tie) => {
         .tuple(str, fc.constantFrom('startsWith', 'endsWith', 'contains'), str)
         .map(([r, m, a]) => `${r}.${m}(${a})`),
       fc.tuple(str, pattern).map(([r, p]) => `${r}.matches(${p})`),
+      fc.tuple(str, pattern).map(([r, p]) => `matches(${r}, ${p})`),
+      // Presence of a leaf: proto3 says set when not its default.
+      fc
+        .tuple(prefix, fc.constantFrom(...STRING_FIELDS, 'server_port'))
+        .map(([p, f]) => `has(${p}${f})`),
     ),
   };
 });
@@ -349,7 +361,7 @@ describe('jsFilter: same answers as the cel-js evaluator (property)', () => {
         fc.array(events, { minLength: 1, maxLength: 24 }),
         (expression, type, evs) => agree(type, expression, evs),
       ),
-      { numRuns: 1500, seed: SEED },
+      fuzzParams(1500),
     );
   });
 
@@ -389,8 +401,75 @@ describe('jsFilter: same answers as the cel-js evaluator (property)', () => {
       fc.property(simple, fc.array(events, { minLength: 20, maxLength: 60 }), (expression, evs) =>
         agree(HTTP, expression, evs),
       ),
-      { numRuns: 500, seed: SEED },
+      fuzzParams(500),
     );
+  });
+});
+
+/** has() as CEL over proto3 reads the event JSON: a group when any of its values is set. */
+function present(v: unknown): boolean {
+  if (typeof v === 'string') return v.length > 0;
+  if (typeof v === 'number' || typeof v === 'bigint') return Number(v) !== 0;
+  if (typeof v === 'boolean') return v;
+  if (Array.isArray(v)) return v.length > 0;
+  if (v !== null && typeof v === 'object') return Object.values(v).some(present);
+  return false;
+}
+
+describe('has(): presence, the same on both paths (property)', () => {
+  it('of a group and of its leaves, against the proto3 rule', () => {
+    const filters: [string, (e: EventJson) => boolean][] = [
+      ['has(ev.conn)', (e) => present(e?.conn)],
+      ['!has(ev.conn)', (e) => !present(e?.conn)],
+      [
+        'has(ev.conn) && !has(conn.server_name)',
+        (e) =>
+          present(e?.conn) &&
+          !present(e?.conn && (e.conn as { server_name?: unknown }).server_name),
+      ],
+    ];
+    const strict = fc.record(
+      {
+        client_ip: fc.constantFrom('', '10.0.0.1'),
+        server_ip: fc.constantFrom('', '192.0.2.1'),
+        server_name: fc.constantFrom('', 'api.example.com', '😀'),
+        server_port: fc.constantFrom(0, 443, -1),
+      },
+      { requiredKeys: [] },
+    );
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...filters),
+        fc.array(strict, { maxLength: 20 }),
+        ([expression, oracle], conns) => {
+          const generated = compileFilter(HTTP, expression);
+          const library = compileFilter(HTTP, expression, { generated: false });
+          for (const conn of [...conns, undefined]) {
+            const e = (conn === undefined ? {} : { conn }) as EventJson;
+            const want = oracle(e);
+            expect(generated.matches(e), `${expression} on ${show(e)}`).toBe(want);
+            expect(library.matches(e), `${expression} on ${show(e)}`).toBe(want);
+          }
+        },
+      ),
+      fuzzParams(300),
+    );
+  });
+
+  it('of each leaf: false at its default, true otherwise, on both paths', () => {
+    const cases: [string, EventJson, boolean][] = [
+      ['has(conn.server_name)', {}, false],
+      ['has(conn.server_name)', { conn: { server_name: '' } }, false],
+      ['has(conn.server_name)', { conn: { server_name: 'a' } }, true],
+      ['has(ev.conn.server_port)', { conn: { server_port: 0 } }, false],
+      ['has(ev.conn.server_port)', { conn: { server_port: 443 } }, true],
+      ['has(ev.conn)', { conn: { server_port: 0, server_name: '' } }, false],
+      ['has(ev.conn)', { conn: { client_ip: '10.0.0.1' } }, true],
+    ];
+    for (const [expression, e, want] of cases) {
+      expect(compileFilter(HTTP, expression).matches(e), `${expression} on ${show(e)}`).toBe(want);
+      expect(compileFilter(HTTP, expression, { generated: false }).matches(e)).toBe(want);
+    }
   });
 });
 
@@ -472,7 +551,7 @@ describe('jsFilter: operators', () => {
       ['conn.server_port > 9007199254740992', { conn: { server_port: 2n ** 53n + 1n } }],
       ['conn.server_port < 9007199254740993.0', { conn: { server_port: 2n ** 53n + 1n } }],
       ['conn.server_port in [9223372036854775807]', { conn: { server_port: 2n ** 63n - 1n } }],
-      ['conn.server_port == 100000000000000000000', { conn: { server_port: 1e20 } }],
+      ['conn.server_port > 9223372036854775807', { conn: { server_port: 1e20 } }],
       ['conn.server_name == ""', { conn: { server_name: 42 } }],
     ];
     for (const [expression, ev] of cases) {
@@ -513,7 +592,8 @@ describe('jsFilter: falls back (undefined) outside its subset', () => {
     ['conn.server_name + "x" == "y"', 'string concatenation'],
     ['conn.server_name.matches(conn.client_ip)', 'dynamic pattern'],
     ['conn.server_name.matches("^" + conn.client_ip)', 'dynamic pattern'],
-    ['has(conn.server_name)', 'macro'],
+    ['has(ev.conn)', 'has() of a group'],
+    ['matches(conn.server_name, conn.client_ip)', 'dynamic pattern, global form'],
     ['[conn.server_name].exists(s, s == "x")', 'comprehension'],
     ['string(conn.server_port) == "443"', 'conversion'],
     ['int(conn.server_name) == 1', 'conversion'],
@@ -536,6 +616,7 @@ describe('jsFilter: falls back (undefined) outside its subset', () => {
     ['ev.http.request.method == "get"', 'not filterable'],
     ['conn.server_name.matches("a(b")', 'invalid regex'],
     ['conn.server_name.re2Matches("a")', 'private helper'],
+    ['conn.server_port == 9223372036854775808', 'int literal beyond int64'],
   ])('%s (%s: compileFilter rejects it)', (expression) => {
     expect(() => compileFilter(HTTP, expression)).toThrow();
     expect(jsFilter(HTTP, expression)).toBeUndefined();

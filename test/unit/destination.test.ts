@@ -3,9 +3,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createDestination, DestinationClosedError } from '../../src/pipeline/destination.ts';
+import { AppError } from '../../src/errors.ts';
+import { createDestination } from '../../src/pipeline/destination.ts';
 import { openSpool, SpoolFullError } from '../../src/pipeline/spool.ts';
-import type { Batch, EventRecord } from '../../src/pipeline/types.ts';
+import type { Batch, EventRecord } from '../../src/sinks/types.ts';
 import { type Sink, SinkError } from '../../src/sinks/types.ts';
 
 type Mode = 'ok' | 'retriable' | 'permanent';
@@ -82,7 +83,10 @@ describe('destination', () => {
   it('writes directly while the sink is healthy', async () => {
     const { sink, state } = commandSink();
     const { dest } = await make(sink);
-    await dest.deliver([rec(0), rec(1), rec(2), rec(3)]);
+    expect(await dest.deliver([rec(0), rec(1), rec(2), rec(3)])).toEqual({
+      written: true,
+      reason: null,
+    });
     expect(state.written).toEqual(range(0, 4));
     const h = dest.health();
     expect(h.status).toBe('ok');
@@ -96,8 +100,14 @@ describe('destination', () => {
     const { dest, spool } = await make(sink);
     await dest.deliver([rec(0), rec(1)]);
     state.mode = 'retriable';
-    // Every one of these resolves although the sink is down: durable in the spool.
-    for (let i = 2; i < 20; i += 2) await dest.deliver([rec(i), rec(i + 1)]);
+    // Every one of these resolves although the sink is down: durable in the spool; the receipt
+    // says the target did not take them, and why.
+    for (let i = 2; i < 20; i += 2) {
+      expect(await dest.deliver([rec(i), rec(i + 1)])).toEqual({
+        written: false,
+        reason: 'connection refused',
+      });
+    }
     const h = dest.health();
     expect(h.status).toBe('retrying');
     expect(h.last_error).toBe('connection refused');
@@ -116,7 +126,7 @@ describe('destination', () => {
   it('keeps arrival order across many concurrent delivers and a flapping sink', async () => {
     const { sink, state } = commandSink();
     const { dest } = await make(sink);
-    const calls: Promise<void>[] = [];
+    const calls: Promise<unknown>[] = [];
     for (let i = 0; i < 200; i++) {
       if (i === 50) state.mode = 'retriable';
       if (i === 120) state.mode = 'ok';
@@ -150,7 +160,7 @@ describe('destination', () => {
     await dest.close();
   });
 
-  it('rejects deliver with SpoolFullError when the spool is full; acknowledged records survive', async () => {
+  it('refuses with ERR_BACKPRESSURE when the spool is full; acknowledged records survive', async () => {
     const { sink, state } = commandSink();
     const { dest } = await make(sink, { spoolBytes: 200 });
     state.mode = 'retriable';
@@ -166,7 +176,11 @@ describe('destination', () => {
     const acked = results.filter((r) => r === 'ok').length;
     expect(acked).toBeGreaterThan(0);
     expect(acked).toBeLessThan(10);
-    expect(results.slice(acked).every((r) => r instanceof SpoolFullError)).toBe(true);
+    for (const refused of results.slice(acked)) {
+      expect(refused).toBeInstanceOf(AppError);
+      expect(refused.code).toBe('ERR_BACKPRESSURE');
+      expect(refused.cause).toBeInstanceOf(SpoolFullError);
+    }
     state.mode = 'ok';
     await until(() => dest.health().status === 'ok');
     expect(state.written).toEqual(range(0, acked));
@@ -181,7 +195,8 @@ describe('destination', () => {
     await pending;
     expect(state.written).toEqual(['ev_0']);
     expect(state.closed).toBe(true);
-    await expect(dest.deliver([rec(1)])).rejects.toBeInstanceOf(DestinationClosedError);
+    const refused = await dest.deliver([rec(1)]).catch((e) => e);
+    expect(refused).toMatchObject({ code: 'ERR_UNAVAILABLE', message: /ed_test is closed/ });
   });
 
   it('after a restart replays the spool first, then new records, in order', async () => {

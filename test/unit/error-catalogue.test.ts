@@ -13,6 +13,16 @@ describe('error catalogue', () => {
     },
   );
 
+  it('documents no code the service does not have: the README table is the catalogue', () => {
+    const rows = [...README.matchAll(/^\| `(ERR_[A-Z_]+)` \| (\d{3}) \|/gm)];
+    expect(rows.length).toBeGreaterThan(0);
+    const documented = Object.fromEntries(rows.map(([, code, status]) => [code, Number(status)]));
+    const declared = Object.fromEntries(
+      Object.entries(ERROR_CODES).map(([code, { status }]) => [code, status]),
+    );
+    expect(documented).toEqual(declared);
+  });
+
   it('turns unknown errors into ERR_INTERNAL without their message', () => {
     const error = AppError.from(new Error('password=hunter2 at db.ts:12'));
     expect(errorBody(error, 'op_x')).toEqual({

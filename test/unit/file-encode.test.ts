@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { EventRecord } from '../../src/pipeline/types.ts';
 import { encodeNdjson } from '../../src/sinks/file/encode.ts';
+import type { EventRecord } from '../../src/sinks/types.ts';
 
 const record = (json: string): EventRecord => ({
   eventId: 'ev_1',

@@ -110,6 +110,82 @@ describe('compileFilter: evaluation', () => {
   });
 });
 
+describe('compileFilter: what CEL means (issue 14)', () => {
+  const both = (expression: string, ev: EventJson = event): [boolean, boolean] => [
+    compileFilter(HTTP, expression).matches(ev),
+    compileFilter(HTTP, expression, { generated: false }).matches(ev),
+  ];
+
+  it('has(): false for an unset or default field and an absent group, on both paths', () => {
+    const unset = { conn: { server_name: '', server_port: 0 } };
+    expect(both('has(conn.server_name)', unset)).toEqual([false, false]);
+    expect(both('has(conn.server_port)', unset)).toEqual([false, false]);
+    expect(both('has(ev.conn)', {})).toEqual([false, false]);
+    expect(both('has(ev.conn)', unset)).toEqual([false, false]);
+    expect(both('has(conn.server_name) && has(ev.conn)')).toEqual([true, true]);
+    // cel-js checks only has()'s variable; CEL (and the filter's field rule) check the field.
+    expect(filterError('has(ev.conn.start_ts)').code).toBe('not_filterable');
+    expect(filterError('has(conn.nope)').code).toBe('unknown_field');
+    expect(filterError('has(ev.http.request.method)').code).toBe('not_filterable');
+  });
+
+  it('orders strings by code point, on both paths', () => {
+    const ev = { conn: { server_name: '\uff61' } }; // U+FF61 < U+1F600, though its UTF-16 unit is larger
+    expect(both('conn.server_name < "😀"', ev)).toEqual([true, true]);
+    expect(both('conn.server_name >= "😀"', ev)).toEqual([false, false]);
+    expect(both('"😀" > conn.server_name', ev)).toEqual([true, true]);
+    expect(both('[conn.server_name].exists(s, s <= "😀")', ev)).toEqual([true, true]);
+  });
+
+  it('rejects an int literal beyond int64, and accepts int64 minimum', () => {
+    const err = filterError('conn.server_port == 9223372036854775808');
+    expect(err.code).toBe('syntax');
+    expect(err.message).toContain('out of range');
+    expect(err.position?.column).toBe(21);
+    expect(filterError('conn.server_port == 0x8000000000000000').code).toBe('syntax');
+    expect(matches('conn.server_port > -9223372036854775808')).toBe(true);
+  });
+
+  it.each([
+    ['matches(conn.server_name, "^api\\\\.")', true],
+    ['matches(conn.server_name, "^shop")', false],
+    ['conn == ev.conn', true],
+    ['conn != ev.conn', false],
+    ["[1, 'a'].size() == 2", true],
+    ['int(443u) == conn.server_port', true],
+    ["conn.server_name in ['x', 1, 'api.example.com']", true],
+    ["{'a': 1, 2: 'b'}.size() == 2", true],
+    [`${'('.repeat(32)}conn.server_port${')'.repeat(32)} == 443`, true],
+  ])('accepts valid CEL it used to refuse: %s', (expression, expected) => {
+    expect(both(expression)).toEqual([expected, expected]);
+  });
+
+  it('makes int negation and division overflow an error (no match), on every evaluation', () => {
+    for (const expression of [
+      '-(-9223372036854775808) > 0',
+      '(-9223372036854775808) / -1 > 0',
+      '-(conn.server_port - 9223372036854775807 - 2) > 0',
+    ]) {
+      const ev = { conn: { server_port: 1 } };
+      for (let i = 0; i < 3; i++) expect(both(expression, ev), expression).toEqual([false, false]);
+    }
+    expect(both('-(-9223372036854775807) > 0')).toEqual([true, true]);
+    expect(both('conn.server_port / -1 == -443')).toEqual([true, true]);
+  });
+
+  it('labels what cel-js cannot type-check a type error, not a syntax error', () => {
+    const err = filterError('[].all(e, e > 0)'); // valid CEL: README, known differences
+    expect(err.code).toBe('type');
+    expect(err.message).toMatch(/^filter: type error: /);
+  });
+
+  it('runs the global matches with RE2 and rejects its invalid literal pattern', () => {
+    const f = compileFilter(HTTP, 'matches(conn.server_name, "(a+)+$")');
+    expect(f.matches({ conn: { server_name: `${'a'.repeat(50_000)}!` } })).toBe(false);
+    expect(filterError('matches(conn.server_name, "a(b")').code).toBe('invalid_regex');
+  });
+});
+
 describe('compileFilter: errors', () => {
   it('reports a syntax error with its position', () => {
     const err = filterError('conn.server_port ==');

@@ -8,7 +8,7 @@ import {
   openSpool,
   SpoolFullError,
 } from '../../src/pipeline/spool.ts';
-import type { Batch, EventRecord } from '../../src/pipeline/types.ts';
+import type { Batch, EventRecord } from '../../src/sinks/types.ts';
 
 function batch(from: number, n: number): Batch {
   const records: EventRecord[] = [];

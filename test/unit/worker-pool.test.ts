@@ -4,7 +4,7 @@ import {
   PublishRequestSchema,
   PublishResponseSchema,
 } from '../../src/gen/agent_ingress/ingest/v0/ingest_pb.ts';
-import { createRoutePool, routeFailureKind } from '../../src/pipeline/worker-pool.ts';
+import { createRoutePool } from '../../src/pipeline/worker-pool.ts';
 import { generateEvents } from '../helpers/events.ts';
 
 describe('route-events worker pool', () => {
@@ -38,14 +38,23 @@ describe('route-events worker pool', () => {
     expect(fromBinary(PublishResponseSchema, after.response).accepted).toBe(4);
   });
 
-  it('tells passing trouble from bugs', () => {
-    expect(routeFailureKind(new Error('worker exited with code: 70'))).toBe('unavailable');
-    expect(
-      routeFailureKind(Object.assign(new Error('oom'), { code: 'ERR_WORKER_OUT_OF_MEMORY' })),
-    ).toBe('unavailable');
-    expect(routeFailureKind(new Error('Task queue is at limit'))).toBe('backpressure');
-    expect(
-      routeFailureKind(new TypeError("Cannot read properties of undefined (reading 'conn')")),
-    ).toBe('internal');
+  it('answers a bug in routing as failed, and a full queue as ERR_BACKPRESSURE', async () => {
+    const events = generateEvents(2000, { accounts: ['ac_pool'], seed: 3 });
+    const bytes = toBinary(PublishRequestSchema, create(PublishRequestSchema, { events }));
+    const answers = await Promise.allSettled(
+      Array.from({ length: 30 }, () => pool.route(bytes, Date.now())),
+    );
+    const refused = answers.filter((answer) => answer.status === 'rejected');
+    expect(refused.length).toBeGreaterThan(0);
+    for (const answer of refused) {
+      expect((answer as PromiseRejectedResult).reason).toMatchObject({ code: 'ERR_BACKPRESSURE' });
+    }
+    expect(answers.some((answer) => answer.status === 'fulfilled')).toBe(true);
+
+    // A configuration routing cannot compile: a bug in the worker, not a dead pool.
+    pool.setConfig({ version: 3, subscriptions: null as never });
+    const failed = await pool.route(bytes, Date.now());
+    expect(failed.kind).toBe('failed');
+    expect(failed.kind === 'failed' && failed.message).toMatch(/TypeError/);
   });
 });

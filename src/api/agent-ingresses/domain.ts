@@ -29,7 +29,7 @@ function checkRegionDomains(raw: string, domain: string, regions: readonly strin
 }
 
 /**
- * Lower-cases and checks a customer base domain (DESIGN.md §4): a DNS name of at most 253 bytes,
+ * Lower-cases and checks a customer base domain (docs/decisions.md#domains): a DNS name of at most 253 bytes,
  * at least two labels of 1-63 letters, digits or inner hyphens, no wildcard, no trailing dot,
  * not an IP address, and short enough that `<region>.<domain>` fits in 253 bytes for every
  * configured region. Internationalized names must be sent in their xn-- (punycode) form.

@@ -28,7 +28,7 @@ export function domainTaken(domain: string): AppError {
   });
 }
 
-/** /agent_ingresses CRUD per SPEC.md and DESIGN.md §4. */
+/** /agent_ingresses CRUD (docs/decisions.md#resources, #domains). */
 export async function agentIngressRoutes(app: FastifyInstance, deps: ApiDeps): Promise<void> {
   app.addHook('preValidation', rejectUnstorableStrings);
   app.addHook('preValidation', acceptPathEchoes({ id: 'id' }));

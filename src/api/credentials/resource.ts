@@ -1,6 +1,6 @@
 import { COMMON, describedBy, type Resource, strings } from '../resources.ts';
 
-/** `acl`: bind rules of a credential (SPEC.md, Authentication); shared with SSH public keys. */
+/** `acl`: bind rules of a credential (the spec's Authentication rules, docs/decisions.md); shared with SSH public keys. */
 export const ACL_FIELD = {
   schema: { ...strings, description: 'bind:<domain>, bind:*.<domain> or *; empty: no limit' },
   doc: 'the hostnames its agents may bind; empty: any',

@@ -68,7 +68,7 @@ function backlogOf(health: unknown): { events: number; bytes: number } | undefin
   return backlog !== undefined && backlog.events > 0 ? backlog : undefined;
 }
 
-/** SPEC.md's only format is `JSON`; DESIGN.md §4 accepts any letter case and returns `JSON`. */
+/** The only format is `JSON`, in any letter case; `JSON` is returned (docs/decisions.md#destination-format). */
 function formatField(body: JsonObject): 'JSON' | undefined {
   const value = body.format;
   if (value === undefined) return undefined;

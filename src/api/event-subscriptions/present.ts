@@ -5,15 +5,16 @@ export function sourceUri(publicUrl: string, subscriptionId: string, type: strin
   return `${publicUrl}/event_subscriptions/${subscriptionId}/sources/${type}`;
 }
 
-/** An event source resource: its type, filter, field selection and URI. */
+/** An event source resource: its type, filter, field selection, sample rate and URI. */
 export function presentEventSource(
-  source: Pick<EventSourceRow, 'subscription_id' | 'type' | 'filter' | 'fields'>,
+  source: Pick<EventSourceRow, 'subscription_id' | 'type' | 'filter' | 'fields' | 'sample_rate'>,
   publicUrl: string,
 ) {
   return {
     type: source.type,
     filter: source.filter,
     fields: source.fields,
+    sample_rate: source.sample_rate,
     uri: sourceUri(publicUrl, source.subscription_id, source.type),
   };
 }

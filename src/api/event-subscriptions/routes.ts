@@ -272,6 +272,7 @@ export async function eventSubscriptionRoutes(app: FastifyInstance, deps: ApiDep
         ...source,
         filter: changes.filter ?? source.filter,
         fields: changes.fields ?? source.fields,
+        sample_rate: changes.sample_rate ?? source.sample_rate,
       };
       checkSource(updated, '');
       await updateEventSource(tx, updated);

@@ -17,13 +17,14 @@ import { checkShape, FIELD_CODES } from '../validate.ts';
 // A subscription's sources: which event kinds it delivers, each with a CEL filter and a field
 // selection (traffic kinds only). Both are compiled here, when the subscription is written, so
 // a bad expression is a 400 naming its position and the allowed fields, never an event-time
-// failure (DESIGN.md §4 "Filter syntax", "Field selection").
+// failure (docs/decisions.md#filters, #field-selection).
 
-/** One source as written: '' filter = every event, [] fields = every field. */
+/** One source as written: '' filter = every event, [] fields = every field, rate 1 = all kept. */
 export interface SourceInput {
   type: string;
   filter: string;
   fields: string[];
+  sample_rate: number;
 }
 
 function unknownEventType(type: string, field: string): AppError {
@@ -48,6 +49,7 @@ function at(where: string, key: string): string {
  */
 export function checkSource(source: SourceInput, where: string): void {
   const traffic = isTrafficType(source.type);
+  checkSampleRate(source, traffic, where);
   if (traffic || source.filter !== '') {
     try {
       compileFilter(source.type, source.filter);
@@ -76,16 +78,40 @@ export function checkSource(source: SourceInput, where: string): void {
   }
 }
 
+/** A rate in (0, 1]; below 1 only for traffic kinds (audit events are few and all kept). */
+function checkSampleRate(source: SourceInput, traffic: boolean, where: string): void {
+  const rate = source.sample_rate;
+  if (!(Number.isFinite(rate) && rate > 0 && rate <= 1)) {
+    throw new AppError(
+      'ERR_INVALID_FIELD',
+      `"sample_rate" must be a number greater than 0 and at most 1 (1: every event), got ${rate}`,
+      { field: at(where, 'sample_rate'), type: source.type },
+    );
+  }
+  if (rate < 1 && !traffic) {
+    throw new AppError(
+      'ERR_INVALID_FIELD',
+      `"sample_rate" applies to traffic events only; ${source.type} events are all delivered`,
+      { field: at(where, 'sample_rate'), type: source.type },
+    );
+  }
+}
+
 /**
- * Reads and checks one source `{type, filter?, fields?}`; `where` locates it in messages ('' when
- * the source is the whole request body).
+ * Reads and checks one source `{type, filter?, fields?, sample_rate?}`; `where` locates it in
+ * messages ('' when the source is the whole request body).
  */
 export function readSource(value: unknown, where: string): SourceInput {
   checkShape(value, SOURCE_SCHEMA, where, FIELD_CODES);
   const body = value as Partial<SourceInput>;
   const type = body.type!;
   if (!isKnownEventType(type)) throw unknownEventType(type, at(where, 'type'));
-  const source = { type, filter: body.filter ?? '', fields: body.fields ?? [] };
+  const source = {
+    type,
+    filter: body.filter ?? '',
+    fields: body.fields ?? [],
+    sample_rate: body.sample_rate ?? 1,
+  };
   checkSource(source, where);
   return source;
 }
@@ -112,8 +138,12 @@ export function readSources(value: unknown): SourceInput[] {
   });
 }
 
-/** Reads a PATCH of one source: `filter` and/or `fields`; checked later against its type. */
-export function readSourceChanges(value: unknown): { filter?: string; fields?: string[] } {
+/** Reads a PATCH of one source (`filter`, `fields`, `sample_rate`); checked later by its type. */
+export function readSourceChanges(value: unknown): {
+  filter?: string;
+  fields?: string[];
+  sample_rate?: number;
+} {
   if (value !== null && typeof value === 'object' && 'type' in value) {
     throw new AppError(
       'ERR_FIELD_NOT_UPDATABLE',
@@ -122,5 +152,5 @@ export function readSourceChanges(value: unknown): { filter?: string; fields?: s
     );
   }
   checkShape(value, SOURCE_UPDATE_SCHEMA, '', FIELD_CODES);
-  return value as { filter?: string; fields?: string[] };
+  return value as { filter?: string; fields?: string[]; sample_rate?: number };
 }

@@ -1,3 +1,4 @@
+import type { Caller } from '../../auth/api-key-auth.ts';
 import type { Config } from '../../config.ts';
 import type { AccountObjectRow } from '../../store/account-objects.ts';
 import type { Queryable } from '../../store/db.ts';
@@ -33,6 +34,8 @@ export interface Family {
 
 /** What a create stores. */
 export interface Draft {
+  /** The id, when the object must name itself (a certificate's key id); else a new one. */
+  id?: string;
   /** The shown fields beyond id, uri, created_at, description, metadata and declared refs. */
   fields: JsonObject;
   /** A secret in clear (a private key); the layer seals it. Never shown. */
@@ -56,6 +59,10 @@ export interface FamilyContext {
   /** The change's transaction (its audit event is written in it). */
   tx: Queryable;
   accountId: string;
+  /** The API key making the change (the audit principal of events a family writes itself). */
+  caller: Caller;
+  /** The client's address (TCP peer), e.g. to refuse a change that would lock it out. */
+  clientIp: string;
   config: Config;
   /** The object's secret in clear. */
   openSecret(object: StoredObject): string | undefined;

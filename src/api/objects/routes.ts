@@ -68,15 +68,17 @@ export function familyRoutes(family: Family) {
           principal: request.caller,
           publicUrl: base,
         },
-        async (tx) => present(await work(context(tx, request.caller.accountId))),
+        async (tx) => present(await work(context(tx, request))),
       );
 
-    const context = (tx: Queryable, accountId: string): FamilyContext => ({
+    const context = (tx: Queryable, request: FastifyRequest): FamilyContext => ({
       tx,
-      accountId,
+      accountId: request.caller.accountId,
+      caller: request.caller,
+      clientIp: request.ip,
       config,
       openSecret: (row) => (row.secret === null ? undefined : keyring.open(row.secret)),
-      find: (kind, id) => getObject(tx, accountId, kind, id),
+      find: (kind, id) => getObject(tx, request.caller.accountId, kind, id),
     });
 
     /** An object of the caller's, locked for the change, or the 404. */
@@ -106,7 +108,7 @@ export function familyRoutes(family: Family) {
         const draft = await family.create(body, ctx);
         shownOnce = draft.shownOnce;
         const row: AccountObjectRow = {
-          id: newId(resource.idPrefix),
+          id: draft.id ?? newId(resource.idPrefix),
           account_id: ctx.accountId,
           kind: resource.path,
           parent_id: draft.parentId ?? null,

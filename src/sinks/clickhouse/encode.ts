@@ -1,10 +1,10 @@
 import type { ColumnSpec } from '../../catalogue/types.ts';
-import type { Batch } from '../../pipeline/types.ts';
+import type { Batch } from '../types.ts';
 import { SinkError } from '../types.ts';
 import { type RowEncoder, rowEncoder } from './row-encoder.ts';
 import type { ServerProfile } from './schema.ts';
 
-export { columnValue } from './row-encoder.ts';
+export { columnValue } from './row-values.ts';
 
 /** The table an event type lands in and its columns; undefined for a type with no table. */
 export interface TableTarget {
@@ -19,14 +19,6 @@ export type TableFor = (eventType: string) => TableTarget | undefined;
 export interface TableRows {
   target: TableTarget;
   rows: Record<string, unknown>[];
-}
-
-/** One JSONEachRow insert as its request body: each row's JSON text and a newline. */
-export interface TableText {
-  target: TableTarget;
-  /** The rows' lines, exactly what @clickhouse/client would send for the TableRows. */
-  text: string;
-  rows: number;
 }
 
 // Splits a batch by table in record order, handing each record to its table's compiled encoder.
@@ -78,29 +70,4 @@ export function encodeRows(
       group.rows.push(encoder.object(json));
     },
   );
-}
-
-/**
- * As encodeRows, but each table's rows already as the JSONEachRow body (one JSON line per row,
- * byte for byte what the client makes of encodeRows' objects), ready to send as is.
- */
-export function encodeText(
-  batch: Batch,
-  tableFor: TableFor,
-  profile: ServerProfile,
-): Map<string, TableText> {
-  const groups = byTable<{ target: TableTarget; lines: string[] }>(
-    batch,
-    tableFor,
-    profile,
-    (target) => ({ target, lines: [] }),
-    (group, encoder, json) => {
-      group.lines.push(encoder.text(json));
-    },
-  );
-  const out = new Map<string, TableText>();
-  for (const [table, { target, lines }] of groups) {
-    out.set(table, { target, text: lines.join(''), rows: lines.length });
-  }
-  return out;
 }

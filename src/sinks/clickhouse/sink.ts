@@ -1,9 +1,10 @@
 import { type ClickHouseClient, ClickHouseLogLevel, createClient } from '@clickhouse/client';
 import type { ColumnSpec } from '../../catalogue/types.ts';
 import type { Logger } from '../../logger.ts';
+import { withSinkContract } from '../contract.ts';
 import { type Sink, SinkError } from '../types.ts';
-import type { ClickHouseSinkConfig } from './config.ts';
 import { encodeRows, type TableFor, type TableTarget } from './encode.ts';
+import type { ClickHouseSinkConfig } from './index.ts';
 import {
   addColumnSql,
   createDatabaseSql,
@@ -167,7 +168,7 @@ export function createClickHouseSink(deps: ClickHouseSinkDeps): Sink {
     }
   }
 
-  return {
+  return withSinkContract('clickhouse', {
     async write(batch) {
       let p: ServerProfile;
       try {
@@ -197,5 +198,5 @@ export function createClickHouseSink(deps: ClickHouseSinkDeps): Sink {
     async close() {
       await client.close();
     },
-  };
+  });
 }

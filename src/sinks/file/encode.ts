@@ -1,4 +1,4 @@
-import type { Batch } from '../../pipeline/types.ts';
+import type { Batch } from '../types.ts';
 
 /**
  * One batch as NDJSON: each record's envelope JSON verbatim, one per line, newline-terminated.

@@ -3,7 +3,7 @@ import { dirname, join, relative, sep } from 'node:path';
 import { fsyncDir } from '../../fsync-dir.ts';
 import type { Logger } from '../../logger.ts';
 import { pathExists } from '../../path-exists.ts';
-import { parseFileSinkConfig } from './config.ts';
+import { dirInside } from './index.ts';
 
 // File destinations live in DATA_DIR/events/<account_id>/<path>. Earlier versions wrote them to
 // DATA_DIR/events/<path>, one namespace for every account. migrateFileLayout() moves such a
@@ -37,15 +37,6 @@ export interface FileDestinationPath {
   path: string;
 }
 
-/** The directory a path names under base, or undefined for a path that leaves it. */
-function under(base: string, path: string): string | undefined {
-  try {
-    return parseFileSinkConfig({ path }, { baseDir: base }).dir;
-  } catch {
-    return undefined;
-  }
-}
-
 async function stage(events: string): Promise<void> {
   const staging = join(events, STAGING);
   await mkdir(staging, { recursive: true });
@@ -73,8 +64,9 @@ async function moveDestinations(
 ): Promise<void> {
   const staged = join(events, STAGED);
   const moves = destinations.flatMap(({ accountId, path }) => {
-    const from = under(staged, path);
-    const to = under(join(events, accountId), path);
+    // An earlier version took "." (the events directory itself): it is moved too.
+    const from = dirInside(staged, path);
+    const to = dirInside(join(events, accountId), path);
     return from === undefined || to === undefined ? [] : [{ from, to }];
   });
   const depth = (dir: string) => relative(staged, dir).split(sep).filter(Boolean).length;

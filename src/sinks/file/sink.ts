@@ -3,9 +3,10 @@ import { join, relative, sep } from 'node:path';
 import { fsyncDir } from '../../fsync-dir.ts';
 import type { Logger } from '../../logger.ts';
 import { pathExists } from '../../path-exists.ts';
+import { withSinkContract } from '../contract.ts';
 import { type Sink, SinkError } from '../types.ts';
-import type { FileSinkConfig } from './config.ts';
 import { encodeNdjson } from './encode.ts';
+import type { FileSinkConfig } from './index.ts';
 
 // On-disk layout: the file being written is `events-<UTC yyyymmddThhmmssZ>-<seq>.ndjson.open`;
 // rotation (size, age, close) fsyncs it and renames it to drop `.open`, so a reader that ignores
@@ -103,7 +104,6 @@ export function createFileSink(deps: FileSinkDeps): Sink {
   const { root, dir, maxFileBytes, maxFileAgeMs } = deps.config;
   const log = deps.logger.child({ sink: 'file', dir });
   let ready = false;
-  let closed = false;
   let seq = 0;
   let active: ActiveFile | undefined;
   let chain: Promise<unknown> = Promise.resolve();
@@ -174,10 +174,9 @@ export function createFileSink(deps: FileSinkDeps): Sink {
   // On failure the next write tries again (and reports the error).
   serial(recover).catch((err) => log.warn({ err }, 'cannot finish files left open yet'));
 
-  return {
+  return withSinkContract('file', {
     write(batch) {
       return serial(async () => {
-        if (closed) throw new SinkError('file sink is closed', false);
         const data = encodeNdjson(batch);
         try {
           if (!ready) await recover();
@@ -199,10 +198,7 @@ export function createFileSink(deps: FileSinkDeps): Sink {
       });
     },
     close() {
-      return serial(async () => {
-        closed = true;
-        await finish();
-      });
+      return serial(finish);
     },
-  };
+  });
 }

@@ -1,5 +1,5 @@
 import type { Message } from 'kafkajs';
-import type { Batch } from '../../pipeline/types.ts';
+import type { Batch } from '../types.ts';
 
 /**
  * One batch as Kafka messages. The key is the record's partition key, so one host's events stay

@@ -8,9 +8,10 @@ import {
   type SASLOptions,
 } from 'kafkajs';
 import type { Logger } from '../../logger.ts';
+import { withSinkContract } from '../contract.ts';
 import { type Sink, SinkError } from '../types.ts';
-import type { KafkaSinkConfig } from './config.ts';
 import { encodeMessages } from './encode.ts';
+import type { KafkaSinkConfig } from './index.ts';
 import { patchRequestQueue } from './request-queue-fix.ts';
 
 patchRequestQueue();
@@ -169,7 +170,7 @@ export function createKafkaSink(deps: KafkaSinkDeps): Sink {
     if (p) p.disconnect().catch(() => {});
   }
 
-  return {
+  return withSinkContract('kafka', {
     async write(batch) {
       try {
         const p = await connect();
@@ -194,5 +195,5 @@ export function createKafkaSink(deps: KafkaSinkDeps): Sink {
       producer = undefined;
       await p?.disconnect();
     },
-  };
+  });
 }

@@ -14,7 +14,7 @@ export const file_agent_ingress_events_v0_options: GenFile = /*@__PURE__*/
   fileDesc("CiVhZ2VudF9pbmdyZXNzL2V2ZW50cy92MC9vcHRpb25zLnByb3RvEhdhZ2VudF9pbmdyZXNzLmV2ZW50cy52MDo/CgpmaWx0ZXJhYmxlEh0uZ29vZ2xlLnByb3RvYnVmLkZpZWxkT3B0aW9ucxjRhgMgASgIUgpmaWx0ZXJhYmxlYgZwcm90bzM", [file_google_protobuf_descriptor]);
 
 /**
- * SPEC.md marks the field Filterable: it may be referenced in a subscription's CEL filter.
+ * Marks the field Filterable: it may be referenced in a subscription's CEL filter.
  *
  * @generated from extension: bool filterable = 50001;
  */

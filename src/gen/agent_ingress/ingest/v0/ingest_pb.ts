@@ -126,7 +126,7 @@ export const PublishResponseSchema: GenMessage<PublishResponse> = /*@__PURE__*/
 
 /**
  * The data-plane RPC: edge proxies publish traffic events. Publish returns only when every
- * event it carried is durable (DESIGN.md §2), so a retry after an error is always safe.
+ * event it carried is durable (docs/decisions.md#acknowledgement), so a retry after an error is always safe.
  *
  * @generated from service agent_ingress.ingest.v0.IngestService
  */

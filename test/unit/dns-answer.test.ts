@@ -82,6 +82,18 @@ describe('authoritative answers', () => {
   });
 });
 
+describe('regions', () => {
+  it('serves a region added to the configuration under every ingress domain', () => {
+    const grown = loadConfig({ REGIONS: 'us,eu,ap', SERVICE_DOMAIN: 'svc.example' });
+    const data = buildZoneData(grown, ['ingress.example.com'], []);
+    expect([...data.hosts.keys()]).toEqual([
+      'us.ingress.example.com',
+      'eu.ingress.example.com',
+      'ap.ingress.example.com',
+    ]);
+  });
+});
+
 describe('zone cache', () => {
   it('reads the store again after ttl or invalidate, and not in between', async () => {
     let reads = 0;

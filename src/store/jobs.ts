@@ -133,17 +133,17 @@ export async function endJob(
   return result.rows[0];
 }
 
-/** Queues a job for a subject unless it has an unfinished one; true when queued. */
+/** Queues a job for a subject unless it has an unfinished one; the job when queued. */
 export async function queueJobOnce(
   db: Queryable,
   job: { accountId: string; kind: string; subjectId: string; msg: string; now: Date },
-): Promise<boolean> {
-  const result = await db.query(
+): Promise<JobRow | undefined> {
+  const result = await db.query<JobRow>(
     `INSERT INTO jobs (id, account_id, kind, subject_id, state, msg, started_at, created_at)
      VALUES ($1, $2, $3, $4, 'queued', $5, $6, $6)
      ON CONFLICT (subject_id) WHERE state IN ('queued', 'running', 'failed') DO NOTHING
-     RETURNING id`,
+     RETURNING *`,
     [newId('job'), job.accountId, job.kind, job.subjectId, job.msg, job.now],
   );
-  return result.rows.length > 0;
+  return result.rows[0];
 }

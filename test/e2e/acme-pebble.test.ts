@@ -1,5 +1,6 @@
 import dnsPacket from 'dns-packet';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { queueRenewals } from '../../src/certs/renewals.ts';
 import { type CertRunner, createCertRunner } from '../../src/certs/runner.ts';
 import { loadConfig } from '../../src/config.ts';
 import { startDnsServer } from '../../src/dns/server.ts';
@@ -246,6 +247,21 @@ describe('ACME provisioning against pebble', () => {
       c.subject_alternative_names.dns_names.includes('shop.agent-ingress.example'),
     );
     expect(newest.subject_alternative_names.dns_names).toEqual(['shop.agent-ingress.example']);
+    // Its renewal shows as queued in its fields, then runs.
+    now = new Date(new Date(shown.certificate_management_status.renews_at).getTime() + 1000);
+    // Due too: the two managed ingresses of the tests above (the first one's policy is off).
+    expect(await queueRenewals(service.db, now)).toBe(3);
+    const queued = (await api()('GET', `/reserved_domains/${created.body.id}`)).body;
+    expect(queued.certificate_management_status.provisioning_job.msg).toBe(
+      'certificate renewal for shop.agent-ingress.example is queued',
+    );
+    // Run them on the real clock: the CA dates the new certificates by it.
+    now = new Date();
+    let runs = 0;
+    while ((await runner.runOnce()) && runs < 10) runs += 1;
+    expect(runs).toBe(3);
+    const renewed = (await api()('GET', `/reserved_domains/${created.body.id}`)).body;
+    expect(renewed.certificate_management_status.provisioning_job).toBeNull();
   }, 60_000);
 });
 

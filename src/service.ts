@@ -5,7 +5,7 @@ import { bootstrapFirstKey } from './bootstrap.ts';
 import { type CertRunner, createCertRunner } from './certs/runner.ts';
 import type { Config } from './config.ts';
 import { prepareDataDir } from './data-dir.ts';
-import { type AuthoritativeDns, startAuthoritativeDns } from './dns/index.ts';
+import type { AuthoritativeDns } from './dns/index.ts';
 import type { Logger } from './logger.ts';
 import { createMetrics } from './metrics.ts';
 import { createPipeline, type Pipeline } from './pipeline/pipeline.ts';
@@ -70,10 +70,11 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
       keyring,
       onCommit,
     });
-    dns =
-      config.dnsPort === undefined
-        ? undefined
-        : await startAuthoritativeDns({ db, config, logger });
+    // Loaded only when configured, as the sinks' clients are: a start without DNS pays nothing.
+    if (config.dnsPort !== undefined) {
+      const { startAuthoritativeDns } = await import('./dns/index.ts');
+      dns = await startAuthoritativeDns({ db, config, logger });
+    }
     const url = await app.listen({ host: config.host, port: config.port });
     certs?.start();
     const grpcApp =

@@ -28,6 +28,8 @@ export interface AppDeps {
   sessions?: SessionRegistry;
   /** The accounts' IP restrictions, shared with the agent listener and the edge. */
   ipRestrictions?: RestrictionCache;
+  /** Called after each committed REST transaction (zone data may have changed, a job queued). */
+  onCommit?: () => void;
 }
 
 /**
@@ -55,6 +57,7 @@ export async function buildApp({
   keyring,
   sessions,
   ipRestrictions,
+  onCommit,
 }: AppDeps): Promise<{ app: FastifyInstance; routes: RouteTable }> {
   const connections = createConnections(config, logger);
   const app = Fastify({
@@ -91,6 +94,7 @@ export async function buildApp({
     transaction: (work) =>
       db.transaction(work).then((result) => {
         pipeline.relay.kick();
+        onCommit?.();
         return result;
       }),
   };

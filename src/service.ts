@@ -5,8 +5,10 @@ import { createSessionRegistry, type SessionRegistry } from './agents/registry.t
 import type { RouteTable } from './api/index.ts';
 import { buildApp, buildGrpcApp } from './app.ts';
 import { bootstrapFirstKey } from './bootstrap.ts';
+import { type CertRunner, createCertRunner } from './certs/runner.ts';
 import type { Config } from './config.ts';
 import { prepareDataDir } from './data-dir.ts';
+import type { AuthoritativeDns } from './dns/index.ts';
 import { type Edge, startEdge } from './edge/edge-server.ts';
 import { createEdgePublisher, type EdgePublisher } from './edge/publisher.ts';
 import { openTcpEndpoint } from './edge/tcp-endpoint.ts';
@@ -38,6 +40,10 @@ export interface Service {
   edgePort: number | undefined;
   /** The live agent sessions of this instance. */
   sessions: SessionRegistry;
+  /** The authoritative DNS server, when DNS_PORT is set. */
+  dns: AuthoritativeDns | undefined;
+  /** The certificate job runner (CERT_POLL_MS > 0), whose `kick()` runs due jobs now. */
+  certs: CertRunner | undefined;
   /** The first API key, when this start created it (empty store). */
   firstKey: Awaited<ReturnType<typeof bootstrapFirstKey>>;
   /** Stops accepting, lets requests in flight finish, flushes the pipeline, closes the store. */
@@ -64,6 +70,14 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     const sessions = createSessionRegistry(config.maxSessionsPerAccount);
     // One cache of IP restrictions: a change through the API applies at once to agents and edge.
     const ipRestrictions = createIpRestrictions(db, config.ipRestrictionCacheTtlMs);
+    let dns: AuthoritativeDns | undefined;
+    const certs =
+      config.certPollMs > 0 ? createCertRunner({ db, config, keyring, logger }) : undefined;
+    // A committed change may have changed zone data or queued a job: both see it at once.
+    const onCommit = () => {
+      dns?.invalidate();
+      void certs?.kick();
+    };
     const { app, routes } = await buildApp({
       config,
       db,
@@ -73,10 +87,17 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
       keyring,
       sessions,
       ipRestrictions,
+      onCommit,
     });
     const running = pipeline;
     agents = await startAgents(config, db, logger, running, sessions, ipRestrictions.ipAllowed);
+    // Loaded only when configured, as the sinks' clients are: a start without DNS pays nothing.
+    if (config.dnsPort !== undefined) {
+      const { startAuthoritativeDns } = await import('./dns/index.ts');
+      dns = await startAuthoritativeDns({ db, config, logger });
+    }
     const url = await app.listen({ host: config.host, port: config.port });
+    certs?.start();
     const grpcApp =
       config.grpcPort === undefined
         ? undefined
@@ -92,6 +113,8 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
       routes,
       url,
       grpcUrl,
+      dns,
+      certs,
       firstKey,
       sshPort: listener?.port,
       edgePort: edge?.port,
@@ -104,6 +127,8 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
           // TCP connections cut with their sessions: their events too are durable before exit.
           await publisher.drain();
           await Promise.all([app.close(), grpcApp?.close()]);
+          await certs?.close();
+          await dns?.close();
           await running.close();
           await db.close();
         })();

@@ -25,6 +25,8 @@ export async function startTestService(
     // Random ports: suites run in parallel, and the defaults (2222, 8088) would clash.
     SSH_PORT: '0',
     EDGE_HTTP_PORT: '0',
+    // No certificate runner: it would ask real resolvers and Let's Encrypt; its tests start one.
+    CERT_POLL_MS: '0',
     ...store.env,
     ...env,
   });

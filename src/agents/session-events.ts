@@ -4,7 +4,7 @@ import type { Db } from '../store/db.ts';
 import { appendToOutbox } from '../store/outbox.ts';
 import type { AgentCredential } from './authenticate.ts';
 
-// agent_session_start.v0 and agent_session_stop.v0 (SPEC.md, every field of its table): audit
+// agent_session_start.v0 and agent_session_stop.v0 (every field of the catalogue's table): audit
 // events of the account that owns the credential, written to the outbox like any other audit
 // event, so the relay delivers them through the same subscriptions and destinations.
 
@@ -33,7 +33,7 @@ export const STOP_REASONS = {
   keepAlive: 'the agent stopped answering keep-alives',
 } as const;
 
-/** The event's object: SPEC.md's fields, nested at their dots. */
+/** The event's object: the catalogue's fields, nested at their dots. */
 export function sessionObject(
   facts: SessionFacts,
   publicUrl: string,

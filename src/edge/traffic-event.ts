@@ -40,7 +40,7 @@ export interface CompletedRequest {
   endMs: number;
 }
 
-/** `content-type` → `Content-Type` (keys capitalized, SPEC.md). */
+/** `content-type` → `Content-Type` (keys capitalized, as the catalogue says). */
 function capitalize(name: string): string {
   return name.replace(
     /(^|-)([a-z])/g,
@@ -48,7 +48,7 @@ function capitalize(name: string): string {
   );
 }
 
-/** Headers normalized as SPEC.md says: keys capitalized, values lowercased, repeats kept. */
+/** Headers normalized as the catalogue says: keys capitalized, values lowercased, repeats kept. */
 export function normalizeHeaders(headers: NodeJS.Dict<string | string[] | number>) {
   const out: Record<string, { values: string[] }> = {};
   for (const [name, value] of Object.entries(headers)) {

@@ -65,6 +65,10 @@ export interface Config {
   sshPort: number | undefined;
   /** Port of the edge's HTTP listener (0: a random one); undefined: no edge. */
   edgeHttpPort: number | undefined;
+  /** Port of the edge's HTTPS listener, certificates chosen by SNI (0: random); undefined: none. */
+  edgeHttpsPort: number | undefined;
+  /** How long the HTTPS listener trusts its choice of certificate for a name, ms (other instances' changes). */
+  edgeCertCacheMs: number;
   /** Live agent sessions one account may hold at once. */
   maxSessionsPerAccount: number;
   /** Edge requests one session carries at once (SSH channels); beyond, 503. */
@@ -306,6 +310,8 @@ export function loadConfig(env: Env = process.env): Config {
     maxConnections: integer(env, 'MAX_CONNECTIONS', 512, 1, 1_000_000),
     sshPort: optionalPort(env, 'SSH_PORT', '2222'),
     edgeHttpPort: optionalPort(env, 'EDGE_HTTP_PORT', '8088'),
+    edgeHttpsPort: optionalPort(env, 'EDGE_HTTPS_PORT', '8443'),
+    edgeCertCacheMs: integer(env, 'EDGE_CERT_CACHE_MS', 5_000, 0, 3_600_000),
     maxSessionsPerAccount: integer(env, 'MAX_SESSIONS_PER_ACCOUNT', 100, 1, 1_000_000),
     maxChannelsPerSession: integer(env, 'MAX_CHANNELS_PER_SESSION', 256, 1, 100_000),
     edgeResponseTimeoutMs: integer(env, 'EDGE_RESPONSE_TIMEOUT_MS', 60_000, 100, 3_600_000),

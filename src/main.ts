@@ -41,7 +41,7 @@ logger.info({ url: service.url, store: service.db.kind }, 'listening');
 process.stderr.write(`Agent Ingress listening on ${service.url} (store: ${service.db.kind})\n`);
 if (service.sshPort !== undefined) {
   process.stderr.write(
-    `Agents connect over SSH on port ${service.sshPort}; the edge serves HTTP on port ${service.edgePort ?? 'off'}\n`,
+    `Agents connect over SSH on port ${service.sshPort}; the edge serves HTTP on port ${service.edgePort ?? 'off'}, HTTPS on port ${service.edgeHttpsPort ?? 'off'}\n`,
   );
 }
 if (service.firstKey !== undefined) {

@@ -11,6 +11,7 @@ import { prepareDataDir } from './data-dir.ts';
 import type { AuthoritativeDns } from './dns/index.ts';
 import { type Edge, startEdge } from './edge/edge-server.ts';
 import { createEdgePublisher, type EdgePublisher } from './edge/publisher.ts';
+import { createSniCertificates, type SniCertificates } from './edge/sni-certificates.ts';
 import { openTcpEndpoint } from './edge/tcp-endpoint.ts';
 import type { Logger } from './logger.ts';
 import { createMetrics } from './metrics.ts';
@@ -38,6 +39,8 @@ export interface Service {
   sshPort: number | undefined;
   /** Where the edge serves HTTP for agents' hostnames (EDGE_HTTP_PORT), when it runs. */
   edgePort: number | undefined;
+  /** Where the edge serves HTTPS, certificates chosen by SNI (EDGE_HTTPS_PORT), when it runs. */
+  edgeHttpsPort: number | undefined;
   /** The live agent sessions of this instance. */
   sessions: SessionRegistry;
   /** The authoritative DNS server, when DNS_PORT is set. */
@@ -73,9 +76,14 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     let dns: AuthoritativeDns | undefined;
     const certs =
       config.certPollMs > 0 ? createCertRunner({ db, config, keyring, logger }) : undefined;
-    // A committed change may have changed zone data or queued a job: both see it at once.
+    const sni =
+      config.edgeHttpsPort === undefined
+        ? undefined
+        : createSniCertificates({ db, keyring, ttlMs: config.edgeCertCacheMs });
+    // A committed change may have changed zone data, certificates or queued a job: all see it.
     const onCommit = () => {
       dns?.invalidate();
+      sni?.invalidate();
       void certs?.kick();
     };
     const { app, routes } = await buildApp({
@@ -90,7 +98,10 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
       onCommit,
     });
     const running = pipeline;
-    agents = await startAgents(config, db, logger, running, sessions, ipRestrictions.ipAllowed);
+    agents = await startAgents(config, db, logger, running, sessions, {
+      ipAllowed: ipRestrictions.ipAllowed,
+      sni,
+    });
     // Loaded only when configured, as the sinks' clients are: a start without DNS pays nothing.
     if (config.dnsPort !== undefined) {
       const { startAuthoritativeDns } = await import('./dns/index.ts');
@@ -118,6 +129,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
       firstKey,
       sshPort: listener?.port,
       edgePort: edge?.port,
+      edgeHttpsPort: edge?.httpsPort,
       sessions,
       close() {
         closing ??= (async () => {
@@ -144,14 +156,17 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   }
 }
 
-/** The agent face: the SSH listener (SSH_PORT) and the edge (EDGE_HTTP_PORT), each optional. */
+/**
+ * The agent face: the SSH listener (SSH_PORT) and the edge (EDGE_HTTP_PORT, EDGE_HTTPS_PORT),
+ * each optional.
+ */
 async function startAgents(
   config: Config,
   db: Db,
   logger: Logger,
   pipeline: Pipeline,
   sessions: SessionRegistry,
-  ipAllowed: IpAllowed,
+  { ipAllowed, sni }: { ipAllowed: IpAllowed; sni: SniCertificates | undefined },
 ): Promise<{ listener?: AgentListener; edge?: Edge; publisher: EdgePublisher }> {
   const kick = () => pipeline.relay.kick();
   const publisher = createEdgePublisher(pipeline, logger);
@@ -172,9 +187,9 @@ async function startAgents(
         });
   try {
     const edge =
-      config.edgeHttpPort === undefined
+      config.edgeHttpPort === undefined && sni === undefined
         ? undefined
-        : await startEdge({ config, logger, registry: sessions, publisher, ipAllowed });
+        : await startEdge({ config, logger, registry: sessions, publisher, ipAllowed, sni });
     return { listener, edge, publisher };
   } catch (error) {
     await listener?.close();

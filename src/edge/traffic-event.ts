@@ -11,6 +11,17 @@ import { newId } from '../ids.ts';
 // proxy would post: the pipeline gets the same bytes either way, so filters, field selection,
 // destinations and durability are the same.
 
+/** The TLS session of an HTTPS request, between client and edge. */
+export interface TlsFacts {
+  /** As Node names it, e.g. `TLSv1.3`. */
+  version: string;
+  /** The IANA name, e.g. `TLS_AES_256_GCM_SHA384`. */
+  cipherSuite: string;
+  /** The server name the client sent (SNI), lower-cased. */
+  serverName: string;
+  clientCert?: { serialNumber: string; subjectCn: string };
+}
+
 /** What the edge observed of one request. */
 export interface CompletedRequest {
   accountId: string;
@@ -21,6 +32,8 @@ export interface CompletedRequest {
     serverPort: number;
     startMs: number;
   };
+  /** Set on HTTPS. */
+  tls?: TlsFacts;
   request: {
     method: string;
     host: string;
@@ -63,8 +76,9 @@ type HttpRequestCompleteInit = MessageInitShape<typeof HttpRequestCompleteSchema
 
 /** The event's payload; modules that did not run say `invalid`. */
 export function httpRequestComplete(done: CompletedRequest): HttpRequestCompleteInit {
-  const { conn, request, response } = done;
-  const url = new URL(request.target, `http://${request.host}`);
+  const { conn, request, response, tls } = done;
+  const scheme = tls === undefined ? 'http' : 'https';
+  const url = new URL(request.target, `${scheme}://${request.host}`);
   return {
     backend: { connectionReused: done.connectionReused },
     basicAuth: { decision: 'invalid' },
@@ -86,8 +100,8 @@ export function httpRequestComplete(done: CompletedRequest): HttpRequestComplete
           host: request.host,
           path: url.pathname,
           query: url.search.slice(1),
-          raw: `http://${request.host}${request.target}`,
-          scheme: 'http',
+          raw: `${scheme}://${request.host}${request.target}`,
+          scheme,
         },
         userAgent: String(request.headers['user-agent'] ?? ''),
       },
@@ -99,7 +113,19 @@ export function httpRequestComplete(done: CompletedRequest): HttpRequestComplete
     },
     ipPolicy: { decision: done.ipDecision },
     oauth: { decision: 'invalid' },
+    ...(tls === undefined ? {} : { tls: tlsMessage(tls) }),
     webhookVerification: { decision: 'invalid' },
+  };
+}
+
+function tlsMessage(tls: TlsFacts): NonNullable<HttpRequestCompleteInit['tls']> {
+  const cert = tls.clientCert;
+  return {
+    cipherSuite: tls.cipherSuite,
+    version: tls.version,
+    ...(cert
+      ? { clientCert: { serialNumber: cert.serialNumber, subject: { cn: cert.subjectCn } } }
+      : {}),
   };
 }
 

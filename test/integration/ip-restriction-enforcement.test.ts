@@ -81,6 +81,7 @@ describe('api IP restrictions', () => {
       // Random agent and edge ports: suites run side by side.
       SSH_PORT: '0',
       EDGE_HTTP_PORT: '0',
+      EDGE_HTTPS_PORT: '0',
       ...store.env,
     });
     const capture = new Writable({

@@ -111,6 +111,7 @@ describe.each(STORES)('secrets stay secret on $kind', ({ open }) => {
       // Random agent and edge ports: suites run side by side.
       SSH_PORT: '0',
       EDGE_HTTP_PORT: '0',
+      EDGE_HTTPS_PORT: '0',
       ...store.env,
     });
     const capture = new Writable({

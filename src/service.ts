@@ -74,12 +74,15 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     // One cache of IP restrictions: a change through the API applies at once to agents and edge.
     const ipRestrictions = createIpRestrictions(db, config.ipRestrictionCacheTtlMs);
     let dns: AuthoritativeDns | undefined;
-    const certs =
-      config.certPollMs > 0 ? createCertRunner({ db, config, keyring, logger }) : undefined;
     const sni =
       config.edgeHttpsPort === undefined
         ? undefined
         : createSniCertificates({ db, keyring, ttlMs: config.edgeCertCacheMs });
+    const onIssued = () => sni?.invalidate();
+    const certs =
+      config.certPollMs > 0
+        ? createCertRunner({ db, config, keyring, logger, onIssued })
+        : undefined;
     // A committed change may have changed zone data, certificates or queued a job: all see it.
     const onCommit = () => {
       dns?.invalidate();

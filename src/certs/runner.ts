@@ -26,6 +26,8 @@ export interface CertRunnerDeps {
   logger: Logger;
   clock?: () => Date;
   order?: (order: AcmeOrder, caFile?: string) => Promise<Issued>;
+  /** Called once a new certificate is committed (the edge serves it at once). */
+  onIssued?: () => void;
 }
 
 /** A job that cannot end as it meant to: it was cancelled or taken over meanwhile. */
@@ -123,6 +125,7 @@ export function createCertRunner(deps: CertRunnerDeps) {
       await showStatus(tx, subject, ended, renewsAt);
       logger.info({ job: job.id, subject: subject.id, certificate: stored.id }, msg);
     });
+    deps.onIssued?.();
   }
 
   async function run(job: JobRow): Promise<void> {

@@ -99,11 +99,21 @@ function tlsFactsOf(socket: Socket): TlsFacts | undefined {
   return {
     version: tls.getProtocol() ?? '',
     cipherSuite: tls.getCipher()?.standardName ?? '',
-    serverName: typeof tls.servername === 'string' ? tls.servername.toLowerCase() : '',
     clientCert: peer?.serialNumber
       ? { serialNumber: peer.serialNumber, subjectCn: String(peer.subject?.CN ?? '') }
       : undefined,
   };
+}
+
+/**
+ * The TLS server name of a connection whose certificate is not for `host` (421: the certificate
+ * checked was another name's, maybe another account's); undefined when they agree or on HTTP.
+ */
+function misdirectedFrom(socket: Socket, host: string): string | undefined {
+  const tls = socket as TLSSocket;
+  if (tls.encrypted !== true) return undefined;
+  const sni = typeof tls.servername === 'string' ? tls.servername.toLowerCase() : '';
+  return sni === host ? undefined : sni;
 }
 
 export async function startEdge(deps: EdgeDeps): Promise<Edge> {
@@ -116,10 +126,10 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
 
   function onRequest(request: IncomingMessage, response: ServerResponse) {
     const host = hostOf(request);
-    const tls = tlsFactsOf(request.socket);
-    if (tls !== undefined && tls.serverName !== host) {
+    const sni = misdirectedFrom(request.socket, host);
+    if (sni !== undefined) {
       request.resume();
-      return errorPage(response, 421, `This connection is for ${tls.serverName}, not ${host}.`);
+      return errorPage(response, 421, `This connection is for ${sni}, not ${host}.`);
     }
     const session = registry.byHost(host);
     if (session === undefined) {
@@ -245,7 +255,14 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
   function onUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer) {
     upgraded.add(socket);
     socket.once('close', () => upgraded.delete(socket));
-    const session = registry.byHost(hostOf(request));
+    const host = hostOf(request);
+    if (misdirectedFrom(request.socket, host) !== undefined) {
+      socket.end(
+        'HTTP/1.1 421 Misdirected Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n',
+      );
+      return;
+    }
+    const session = registry.byHost(host);
     if (session === undefined) {
       socket.end('HTTP/1.1 502 Bad Gateway\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
       return;

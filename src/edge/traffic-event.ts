@@ -17,8 +17,6 @@ export interface TlsFacts {
   version: string;
   /** The IANA name, e.g. `TLS_AES_256_GCM_SHA384`. */
   cipherSuite: string;
-  /** The server name the client sent (SNI), lower-cased. */
-  serverName: string;
   clientCert?: { serialNumber: string; subjectCn: string };
 }
 

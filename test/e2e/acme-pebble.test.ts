@@ -1,3 +1,4 @@
+import { X509Certificate } from 'node:crypto';
 import dnsPacket from 'dns-packet';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { queueRenewals } from '../../src/certs/renewals.ts';
@@ -8,6 +9,7 @@ import { createLogger } from '../../src/logger.ts';
 import type { Service } from '../../src/service.ts';
 import { freePort } from '../helpers/free-port.ts';
 import { type Pebble, startPebble } from '../helpers/pebble.ts';
+import { servedFingerprint } from '../helpers/served-certificate.ts';
 import { apiClient, startTestService, TEST_BOOTSTRAP_KEY } from '../helpers/service.ts';
 import { pgliteStore, postgresStore, type TestStore } from '../helpers/stores.ts';
 
@@ -56,6 +58,8 @@ describe('ACME provisioning against pebble', () => {
   const delegated = new Map<string, string[]>();
   let now = new Date();
   let runner: CertRunner;
+  /** How many times the runner said a certificate was committed (the edge forgets its choices). */
+  let issuedCalls = 0;
   const logLines: string[] = [];
   const api = () => apiClient(service.url, TEST_BOOTSTRAP_KEY);
 
@@ -81,6 +85,7 @@ describe('ACME provisioning against pebble', () => {
       keyring: service.keyring,
       logger: createLogger('info', { write: (line: string) => void logLines.push(line) }),
       clock: () => now,
+      onIssued: () => issuedCalls++,
     });
   }, 60_000);
   afterAll(async () => {
@@ -106,6 +111,7 @@ describe('ACME provisioning against pebble', () => {
     expect(created.status).toBe(201);
     expect(created.body.certificate_management_status.provisioning_job.msg).toMatch(/queued/);
     expect(await runner.runOnce()).toBe(true);
+    expect(issuedCalls).toBe(1);
     const shown = await ingress(created.body.id);
     expect(shown.certificate_management_status.provisioning_job).toBeNull();
     const [certificate] = await certificates();
@@ -141,6 +147,11 @@ describe('ACME provisioning against pebble', () => {
     // Nothing is left in DNS once validated.
     const left = await service.db.query('SELECT * FROM acme_challenges');
     expect(left.rows).toEqual([]);
+    // The edge's HTTPS listener serves it for the domain and names under a region domain.
+    const leaf = new X509Certificate(certificate.certificate_pem).fingerprint256;
+    for (const name of ['tunnels.example.com', 'app.eu.tunnels.example.com']) {
+      expect(await servedFingerprint(service.edgeHttpsPort!, name)).toBe(leaf);
+    }
   }, 60_000);
 
   it('renews at renews_at, as the injected clock reaches it', async () => {

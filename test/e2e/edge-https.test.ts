@@ -3,13 +3,13 @@ import { X509Certificate } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import { join } from 'node:path';
-import { connect } from 'node:tls';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { storeIssuedCertificate } from '../../src/certs/store-certificate.ts';
 import type { Service } from '../../src/service.ts';
 import { accountEventsDir } from '../../src/sinks/file/layout.ts';
 import { CA_EXTENSIONS, type Issued, OpensslPki } from '../helpers/openssl-pki.ts';
+import { servedFingerprint } from '../helpers/served-certificate.ts';
 import {
   type ApiClient,
   apiClient,
@@ -30,23 +30,6 @@ import {
 
 const HOST = 'app.sni-e2e.example.com';
 const INGRESS = 'ingress.sni-e2e.example.net';
-
-/** What the edge's HTTPS listener presents for `serverName`: the leaf's SHA-256 fingerprint. */
-function servedFingerprint(port: number, serverName: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const socket = connect({
-      host: '127.0.0.1',
-      port,
-      servername: serverName,
-      rejectUnauthorized: false,
-    });
-    socket.once('secureConnect', () => {
-      resolve(socket.getPeerCertificate().fingerprint256);
-      socket.destroy();
-    });
-    socket.once('error', reject);
-  });
-}
 
 function fingerprintOf(issued: Issued): string {
   return new X509Certificate(issued.cert).fingerprint256;

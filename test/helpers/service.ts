@@ -1,7 +1,9 @@
 import { afterAll, beforeAll } from 'vitest';
+import { mintApiKey } from '../../src/api/api-keys/mint.ts';
 import { loadConfig } from '../../src/config.ts';
 import { createLogger } from '../../src/logger.ts';
 import { type Service, startService } from '../../src/service.ts';
+import { createAccount } from '../../src/store/accounts.ts';
 import { freePort } from './free-port.ts';
 import { pgliteStore, type TestStore } from './stores.ts';
 
@@ -108,4 +110,24 @@ export function useTestService(
     await context.store?.cleanup();
   });
   return context;
+}
+
+/** A client of a new, second account (its own API key): what another tenant can do. */
+export async function otherAccountClient(service: Service): Promise<ApiClient> {
+  const account = await createAccount(service.db);
+  const key = await mintApiKey(service.db, { accountId: account }, null, service.url);
+  return apiClient(service.url, key.token!);
+}
+
+/** The audit events about object `id`, oldest first: their types, objects and envelopes. */
+export async function auditEventsOf(service: Service, id: string) {
+  const rows = await service.db.query<{ event_type: string; envelope: any }>(
+    "SELECT event_type, envelope FROM audit_outbox WHERE envelope->'object'->>'id' = $1 ORDER BY seq",
+    [id],
+  );
+  return rows.rows.map((row) => ({
+    type: row.event_type,
+    object: row.envelope.object,
+    envelope: row.envelope,
+  }));
 }

@@ -1,12 +1,12 @@
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mintApiKey } from '../../src/api/api-keys/mint.ts';
 import type { Service } from '../../src/service.ts';
-import { createAccount } from '../../src/store/accounts.ts';
 import { expectError } from '../helpers/expect-error.ts';
 import {
   type ApiClient,
   apiClient,
+  auditEventsOf,
+  otherAccountClient,
   startTestService,
   TEST_BOOTSTRAP_KEY,
 } from '../helpers/service.ts';
@@ -29,25 +29,14 @@ describe.each(STORES)('tunnel credentials and reserved domains on $kind', ({ ope
     store = await open();
     service = await startTestService(store);
     api = apiClient(service.url, TEST_BOOTSTRAP_KEY);
-    const account = await createAccount(service.db);
-    other = apiClient(
-      service.url,
-      (await mintApiKey(service.db, { accountId: account }, null, service.url)).token!,
-    );
+    other = await otherAccountClient(service);
   });
   afterAll(async () => {
     await service?.close();
     await store?.cleanup();
   });
 
-  /** The audit events of one object, oldest first. */
-  async function auditOf(id: string) {
-    const rows = await service.db.query<{ event_type: string; envelope: any }>(
-      "SELECT event_type, envelope FROM audit_outbox WHERE envelope->'object'->>'id' = $1 ORDER BY seq",
-      [id],
-    );
-    return rows.rows.map((row) => ({ type: row.event_type, object: row.envelope.object }));
-  }
+  const auditOf = (id: string) => auditEventsOf(service, id);
 
   describe('/credentials', () => {
     it('shows the authtoken once and keeps only its SHA-256', async () => {

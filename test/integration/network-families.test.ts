@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mintApiKey } from '../../src/api/api-keys/mint.ts';
 import type { Service } from '../../src/service.ts';
-import { createAccount } from '../../src/store/accounts.ts';
 import { expectError } from '../helpers/expect-error.ts';
 import {
   type ApiClient,
   apiClient,
+  auditEventsOf,
+  otherAccountClient,
   startTestService,
   TEST_BOOTSTRAP_KEY,
 } from '../helpers/service.ts';
@@ -33,11 +33,7 @@ describe.each(STORES)('network families on $kind', ({ open }) => {
     store = await open();
     service = await startTestService(store, { TCP_ADDR_PORTS: '40000-40002' });
     api = apiClient(service.url, TEST_BOOTSTRAP_KEY);
-    const account = await createAccount(service.db);
-    other = apiClient(
-      service.url,
-      (await mintApiKey(service.db, { accountId: account }, null, service.url)).token!,
-    );
+    other = await otherAccountClient(service);
   });
   afterAll(async () => {
     await service?.close();
@@ -45,13 +41,8 @@ describe.each(STORES)('network families on $kind', ({ open }) => {
   });
 
   /** The envelopes of the audit events about object `id`, oldest first. */
-  async function eventsAbout(id: string) {
-    const rows = await service.db.query<{ envelope: any }>(
-      `SELECT envelope FROM audit_outbox WHERE envelope->'object'->>'id' = $1 ORDER BY seq`,
-      [id],
-    );
-    return rows.rows.map((row) => row.envelope);
-  }
+  const eventsAbout = async (id: string) =>
+    (await auditEventsOf(service, id)).map((event) => event.envelope);
 
   /** Checks the created/updated/deleted events of `id` carry the responses, SPEC fields first. */
   async function expectAudit(

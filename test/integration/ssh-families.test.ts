@@ -1,12 +1,12 @@
 import { Ngrok } from '@ngrok/ngrok-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mintApiKey } from '../../src/api/api-keys/mint.ts';
 import type { Service } from '../../src/service.ts';
-import { createAccount } from '../../src/store/accounts.ts';
 import { expectError } from '../helpers/expect-error.ts';
 import {
   type ApiClient,
   apiClient,
+  auditEventsOf,
+  otherAccountClient,
   startTestService,
   TEST_BOOTSTRAP_KEY,
 } from '../helpers/service.ts';
@@ -28,12 +28,10 @@ afterAll(() => dir.remove());
 
 async function startWithOtherAccount(store: TestStore) {
   const service = await startTestService(store);
-  const account = await createAccount(service.db);
-  const otherKey = await mintApiKey(service.db, { accountId: account }, null, service.url);
   return {
     service,
     api: apiClient(service.url, TEST_BOOTSTRAP_KEY),
-    other: apiClient(service.url, otherKey.token!),
+    other: await otherAccountClient(service),
   };
 }
 
@@ -52,14 +50,7 @@ describe.each(STORES)('SSH families on $kind', ({ open }) => {
     await store?.cleanup();
   });
 
-  /** The audit events of one object, oldest first. */
-  async function auditOf(id: string) {
-    const rows = await service.db.query<{ event_type: string; envelope: any }>(
-      "SELECT event_type, envelope FROM audit_outbox WHERE envelope->'object'->>'id' = $1 ORDER BY seq",
-      [id],
-    );
-    return rows.rows.map((row) => ({ type: row.event_type, object: row.envelope.object }));
-  }
+  const auditOf = (id: string) => auditEventsOf(service, id);
 
   /** The stored row of an object. */
   async function storedRow(id: string) {

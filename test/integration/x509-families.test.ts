@@ -6,6 +6,7 @@ import { CA_EXTENSIONS, type Issued, OpensslPki } from '../helpers/openssl-pki.t
 import {
   type ApiClient,
   apiClient,
+  auditEventsOf,
   startTestService,
   TEST_BOOTSTRAP_KEY,
 } from '../helpers/service.ts';
@@ -105,14 +106,8 @@ describe.each(STORES)('X.509 families on $kind', ({ open }) => {
     await store?.cleanup();
   });
 
-  /** The audit events of object `id`, in order: their types and objects (jsonb: keys unordered). */
-  async function auditOf(id: string) {
-    const events = await service.db.query<{ event_type: string; envelope: any }>(
-      "SELECT event_type, envelope FROM audit_outbox WHERE envelope->'object'->>'id' = $1 ORDER BY seq",
-      [id],
-    );
-    return events.rows.map((row) => ({ type: row.event_type, object: row.envelope.object }));
-  }
+  /** The audit events of object `id`, in order (jsonb: keys unordered). */
+  const auditOf = (id: string) => auditEventsOf(service, id);
 
   it('creates, gets, lists, updates and deletes a certificate authority, each change audited', async () => {
     const created = await api('POST', '/certificate_authorities', {

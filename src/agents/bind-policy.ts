@@ -82,3 +82,33 @@ export async function tcpBind(
   }
   return { host, addr };
 }
+
+/**
+ * The region a session serves: the region label of the region domain the hostname is, or is
+ * under (`<region>.<ingress domain>`), or of a TCP address (`<region>.tcp.<service domain>`);
+ * otherwise the catalogue's default region `us` (the first configured one if `us` is not).
+ */
+export async function sessionRegion(
+  db: Queryable,
+  accountId: string,
+  hostname: string,
+  regions: readonly string[],
+): Promise<string> {
+  const fallback = regions.includes('us') ? 'us' : (regions[0] ?? '');
+  const host = hostname.replace(/:\d+$/, '');
+  const first = host.split('.')[0];
+  if (host.split('.')[1] === 'tcp' && regions.includes(first)) return first;
+  const ingresses = await db.query<{ domain: string }>(
+    'SELECT domain FROM agent_ingresses WHERE account_id = $1',
+    [accountId],
+  );
+  for (const { domain } of ingresses.rows) {
+    if (!host.endsWith(`.${domain}`)) continue;
+    const region = host
+      .slice(0, -domain.length - 1)
+      .split('.')
+      .at(-1)!;
+    if (regions.includes(region)) return region;
+  }
+  return fallback;
+}

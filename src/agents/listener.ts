@@ -12,7 +12,7 @@ import {
   credentialOfToken,
   signatureValid,
 } from './authenticate.ts';
-import { bindRefusal, tcpBind } from './bind-policy.ts';
+import { bindRefusal, sessionRegion, tcpBind } from './bind-policy.ts';
 import { disconnectWith } from './disconnect.ts';
 import { loadHostKey } from './host-key.ts';
 import type { IpAllowed } from './ip-allowed.ts';
@@ -127,12 +127,12 @@ function serveAgent(
   /** Stops the session's TCP endpoint, when it has one. */
   let closeEndpoint: (() => Promise<void>) | undefined;
   const events = { db, publicUrl: config.publicUrl, kick: deps.kick };
-  const facts = (hostname: string): SessionFacts => ({
+  const facts = (hostname: string, region = ''): SessionFacts => ({
     id: newId('ts'),
     credential: credential!,
     agentIp: peer.ip,
     serverIp: peer.serverIp,
-    region: config.regions[0] ?? '',
+    region,
     ingressHostname: config.serviceDomain,
     userAgent: peer.userAgent,
     metadata: hostname,
@@ -201,7 +201,8 @@ function serveAgent(
       const hostname = bindAddr.toLowerCase();
       const refusal = await bindRefusal(db, credential!, hostname);
       if (refusal !== undefined) return void (await refuse(hostname, refusal));
-      return claimed(liveSession(facts(hostname), hostname, bindAddr, bindPort));
+      const region = await sessionRegion(db, credential!.accountId, hostname, config.regions);
+      return claimed(liveSession(facts(hostname, region), hostname, bindAddr, bindPort));
     }
 
     /** `-R <port>:…` with a reserved address's port: a TCP endpoint listening on that port. */
@@ -211,7 +212,9 @@ function serveAgent(
       if (deps.openTcp === undefined) {
         return void (await refuse(bound.addr, 'TCP endpoints are off on this server'));
       }
-      const live = await claimed(liveSession(facts(bound.addr), bound.addr, bindAddr, bindPort));
+      const region = await sessionRegion(db, credential!.accountId, bound.addr, config.regions);
+      const session = liveSession(facts(bound.addr, region), bound.addr, bindAddr, bindPort);
+      const live = await claimed(session);
       if (live === undefined) return;
       try {
         const endpoint = await deps.openTcp(live, { host: bound.host, port: bindPort });

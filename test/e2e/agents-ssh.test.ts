@@ -216,7 +216,8 @@ describe('agents over reverse SSH tunnels, and the edge', () => {
 
   it('writes start and stop events with every field; killing the client stops the session', async () => {
     const { token, id: credentialId } = await credential();
-    const hostname = `events.${DOMAIN}`;
+    // Under the ingress's eu region domain: the session's region is eu.
+    const hostname = `events.eu.${DOMAIN}`;
     const { agent, session } = await bound(token, hostname);
     await agent.kill();
     const events = await eventually(async () => {
@@ -236,6 +237,7 @@ describe('agents over reverse SSH tunnels, and the edge', () => {
         agent_ip: '127.0.0.1',
         ingress_server_ip: '127.0.0.1',
         transport: 'ssh',
+        region: 'eu',
         metadata: hostname,
         started_at: session.started_at,
       });

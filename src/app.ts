@@ -8,7 +8,7 @@ import { createConnections } from './connections.ts';
 import { newId } from './ids.ts';
 import { ingestPlugin } from './ingest/ingest-plugin.ts';
 import type { Logger } from './logger.ts';
-import type { Metrics } from './metrics.ts';
+import { type Metrics, pipelineStats } from './metrics.ts';
 import type { Pipeline } from './pipeline/pipeline.ts';
 import type { Keyring } from './secrets.ts';
 import type { Db } from './store/db.ts';
@@ -95,6 +95,11 @@ export async function buildApp({
     routes,
     destinationHealth: pipeline.destinationHealth,
     testDestination: pipeline.testDestination,
+    taps: pipeline.taps,
+    stats: () => {
+      pipeline.refreshGauges();
+      return pipelineStats(metrics);
+    },
     onPipelineChange: () => {
       pipeline.reload().catch((error) => logger.error({ err: error }, 'pipeline reload failed'));
     },

@@ -15,6 +15,7 @@ import {
 import { FAMILIES } from './objects/families.ts';
 import { familyRoutes } from './objects/routes.ts';
 import { createRateLimitHook } from './rate-limit.ts';
+import { tapRoutes } from './tap/routes.ts';
 
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
 
@@ -82,6 +83,7 @@ export async function restApi(
   await app.register(eventSubscriptionRoutes, deps);
   for (const family of FAMILIES) await app.register(familyRoutes(family), deps);
   await app.register(accountRoutes, deps);
+  await app.register(tapRoutes, deps);
 
   collecting = false;
   for (const [url, methods] of methodsByUrl) {

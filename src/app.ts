@@ -5,6 +5,7 @@ import { openApiDocument } from './api/openapi.ts';
 import { createTokenSet } from './auth/tokens.ts';
 import type { Config } from './config.ts';
 import { createConnections } from './connections.ts';
+import { consoleRoutes } from './console/routes.ts';
 import { newId } from './ids.ts';
 import { ingestPlugin } from './ingest/ingest-plugin.ts';
 import type { Logger } from './logger.ts';
@@ -88,6 +89,8 @@ export async function buildApp({
   // The REST API's OpenAPI document, built from the resource declarations; no API key needed.
   const openApi = openApiDocument(config.publicUrl);
   app.get('/openapi.json', async () => openApi);
+  // The operator's console: static files; the page calls the REST API with its own key.
+  await app.register(consoleRoutes);
   await app.register(restApi, {
     db: apiDb,
     config,

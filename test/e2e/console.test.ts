@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type ClickHouseServer, startClickHouse } from '../helpers/clickhouse.ts';
 import { generateEvents } from '../helpers/events.ts';
 import { ingestClient, TEST_INGEST_TOKEN } from '../helpers/ingest-client.ts';
 import { TEST_BOOTSTRAP_KEY, useTestService } from '../helpers/service.ts';
@@ -14,7 +15,12 @@ const SHOTS = join(import.meta.dirname, '..', '..', 'docs', 'console');
 const HTTP = 'http_request_complete.v0';
 
 describe('the operator’s console at /console, in chromium', () => {
-  const ctx = useTestService(undefined, { INGEST_TOKENS: TEST_INGEST_TOKEN });
+  const ctx = useTestService(undefined, {
+    INGEST_TOKENS: TEST_INGEST_TOKEN,
+    BATCH_LINGER_MS: '10',
+  });
+  let clickhouse: ClickHouseServer;
+  let warehouseId: string;
   let browser: Browser;
   let page: Page;
   let accountId: string;
@@ -41,6 +47,17 @@ describe('the operator’s console at /console, in chromium', () => {
       destination_ids: [destination.body.id],
     });
     subscriptionId = subscription.body.id;
+    clickhouse = await startClickHouse();
+    const warehouse = await ctx.api('POST', '/event_destinations', {
+      description: 'warehouse',
+      target: { clickhouse: { url: clickhouse.url, table_prefix: 'console_' } },
+    });
+    warehouseId = warehouse.body.id;
+    await ctx.api('POST', '/event_subscriptions', {
+      description: 'connections',
+      sources: [{ type: 'tcp_connection_closed.v0' }],
+      destination_ids: [warehouseId],
+    });
     await ctx.service.pipeline.reload();
     browser = await chromium.launch({
       executablePath: CHROMIUM,
@@ -67,6 +84,7 @@ describe('the operator’s console at /console, in chromium', () => {
   }, 60_000);
   afterAll(async () => {
     await browser?.close();
+    await clickhouse?.close();
   });
 
   it('refuses a wrong key, signs in with a good one, kept in sessionStorage only', async () => {
@@ -104,12 +122,26 @@ describe('the operator’s console at /console, in chromium', () => {
     await expect
       .poll(() => page.textContent('[data-counter=events_received] .rate'))
       .not.toBe('0.0/s');
-    expect(await page.textContent('[data-destination] .status')).toBe('ok');
-    await page.click('[data-destination] >> text=Send test event');
+    const archive = '[data-destination]:has-text("archive")';
+    expect(await page.textContent(`${archive} .status`)).toBe('ok');
+    await page.click(`${archive} >> text=Send test event`);
+    await expect.poll(() => page.textContent(`${archive} .test-result`)).toMatch(/^delivered ev_/);
+  });
+
+  it('shows a destination go retrying when its target is down, with its error and backlog', async () => {
+    const warehouse = `[data-destination=${warehouseId}]`;
+    await clickhouse.stop();
+    const events = generateEvents(50, { accounts: [accountId], tcpShare: 1, seed: 9 });
+    await ingestClient(ctx.service.url, TEST_INGEST_TOKEN).publish(events);
     await expect
-      .poll(() => page.textContent('[data-destination] .test-result'))
-      .toContain('"event_id"');
+      .poll(() => page.textContent(`${warehouse} .status`), { timeout: 10_000 })
+      .toBe('retrying');
+    expect(await page.textContent(`${warehouse} .last-error`)).not.toBe('');
     await page.screenshot({ path: join(SHOTS, 'pipeline.png'), fullPage: true });
+    await clickhouse.start();
+    await expect
+      .poll(() => page.textContent(`${warehouse} .status`), { timeout: 30_000 })
+      .toBe('ok');
   });
 
   it('opens a tap on a source and shows a published event appear', async () => {

@@ -65,7 +65,7 @@ function Destination({ destination }) {
     setResult('sending…');
     try {
       const answer = await api('POST', `/event_destinations/${destination.id}/test`);
-      setResult(JSON.stringify(answer));
+      setResult(`${answer.status} ${answer.event_id}${answer.error ? `: ${answer.error}` : ''}`);
     } catch (error) {
       setResult(`failed: ${error.message}`);
     }

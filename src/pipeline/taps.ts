@@ -1,3 +1,4 @@
+import { AppError } from '../errors.ts';
 import { newId } from '../ids.ts';
 import type { TapCatch, TapSpec, TapTarget } from './tap-tee.ts';
 
@@ -11,9 +12,12 @@ export interface TapBounds {
   maxSeconds: number;
 }
 
+/** The bounds a caller may ask for, and how many taps may be open (each costs the workers). */
 export const TAP_LIMITS = {
   rate: { default: 10, max: 100 },
   maxSeconds: { default: 60, max: 600 },
+  perAccount: 5,
+  total: 64,
 };
 
 /** One message of a tap. */
@@ -36,8 +40,16 @@ export type TapMessage =
 
 /** What the pipeline keeps of the open taps. */
 export interface Taps {
-  /** Opens a tap; `send` gets its messages until the returned function closes it (or it ends). */
-  open(spec: TapTarget, bounds: TapBounds, send: (message: TapMessage) => void): () => void;
+  /**
+   * Opens a tap for `accountId`; `send` gets its messages until the returned function closes it
+   * (or it ends). Throws ERR_RATE_LIMITED when the account or the service has too many open.
+   */
+  open(
+    accountId: string,
+    spec: TapTarget,
+    bounds: TapBounds,
+    send: (message: TapMessage) => void,
+  ): () => void;
   /** The specs the workers must apply now; undefined while no tap is open (the usual case). */
   specs(): readonly TapSpec[] | undefined;
   /** Takes what the workers caught in one request. */
@@ -49,6 +61,7 @@ export interface Taps {
 const TICK_MS = 100;
 
 interface OpenTap {
+  accountId: string;
   spec: TapSpec;
   offer(tapCatch: TapCatch): void;
   /** Stops the tap; with a reason, tells its reader why (none: the reader has gone). */
@@ -56,6 +69,7 @@ interface OpenTap {
 }
 
 function openTap(
+  accountId: string,
   spec: TapSpec,
   { ratePerSecond, maxSeconds }: TapBounds,
   send: (message: TapMessage) => void,
@@ -81,6 +95,7 @@ function openTap(
   const deadline = setTimeout(() => tap.end('max_duration'), maxSeconds * 1000);
   let ended = false;
   const tap: OpenTap = {
+    accountId,
     spec,
     offer({ records, matched: count }) {
       matched += count;
@@ -109,9 +124,19 @@ export function createTaps(): Taps {
     specs = open.size === 0 ? undefined : [...open.values()].map((tap) => tap.spec);
   };
   return {
-    open(partial, bounds, send) {
+    open(accountId, partial, bounds, send) {
+      const ofAccount = [...open.values()].filter((tap) => tap.accountId === accountId).length;
+      if (ofAccount >= TAP_LIMITS.perAccount || open.size >= TAP_LIMITS.total) {
+        const limit =
+          ofAccount >= TAP_LIMITS.perAccount
+            ? `${TAP_LIMITS.perAccount} per account`
+            : `${TAP_LIMITS.total} in all`;
+        throw new AppError('ERR_RATE_LIMITED', `too many taps open (at most ${limit}); close one`, {
+          limit: ofAccount >= TAP_LIMITS.perAccount ? TAP_LIMITS.perAccount : TAP_LIMITS.total,
+        });
+      }
       const spec: TapSpec = { ...partial, id: newId('tap') };
-      const tap = openTap(spec, bounds, send, () => {
+      const tap = openTap(accountId, spec, bounds, send, () => {
         open.delete(spec.id);
         refresh();
       });

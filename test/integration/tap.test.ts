@@ -1,5 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { mintApiKey } from '../../src/api/api-keys/mint.ts';
+import { TAP_LIMITS } from '../../src/pipeline/taps.ts';
 import { createAccount } from '../../src/store/accounts.ts';
 import { generateEvents } from '../helpers/events.ts';
 import { expectError } from '../helpers/expect-error.ts';
@@ -177,6 +178,25 @@ describe('taps: what a subscription (or a filter not saved yet) matches, live an
       expect(events(all)).toEqual([]);
       expect(all.at(-1)?.data).toMatchObject({ matched: 0, shown: 0 });
     }
+  });
+
+  it('caps the taps an account may hold open; another account is not held back', async () => {
+    const url = `${ctx.service.url}/event_subscriptions/${subscriptionB}/tap`;
+    const held = [];
+    for (let i = 0; i < TAP_LIMITS.perAccount; i++) {
+      const tap = await openSse(url, { headers: auth(keyB) });
+      expect(tap.status).toBe(200);
+      held.push(tap);
+    }
+    const refused = await openSse(url, { headers: auth(keyB) });
+    expect(refused.status).toBe(429);
+    expect(refused.body).toMatchObject({ error_code: 'ERR_RATE_LIMITED', details: { limit: 5 } });
+    const ofA = await openSse(`${ctx.service.url}/event_subscriptions/${subscriptionA}/tap`, {
+      headers: auth(),
+    });
+    expect(ofA.status).toBe(200);
+    for (const tap of [...held, ofA]) tap.close();
+    await expect.poll(() => ctx.service.pipeline.taps.specs(), { timeout: 2_000 }).toBeUndefined();
   });
 
   it('refuses bad bounds, unknown parameters and callers without a key', async () => {

@@ -98,15 +98,17 @@ export async function tapRoutes(app: FastifyInstance, deps: ApiDeps): Promise<vo
     spec: TapTarget,
     bounds: TapBounds,
   ) {
-    const stream = track(openEventStream(request, reply));
+    let stream: EventStream | undefined;
+    // Opened first, so that a refusal is an error answer; it sends nothing before its first tick.
+    const close = taps.open(request.caller.accountId, spec, bounds, (message) => {
+      stream?.send(message.kind, dataOf(message));
+      if (message.kind === 'end') stream?.end();
+    });
+    stream = track(openEventStream(request, reply));
     stream.send(
       'open',
       JSON.stringify({ rate: bounds.ratePerSecond, max_seconds: bounds.maxSeconds }),
     );
-    const close = taps.open(spec, bounds, (message) => {
-      stream.send(message.kind, dataOf(message));
-      if (message.kind === 'end') stream.end();
-    });
     stream.onClose(close);
   }
 

@@ -29,7 +29,14 @@ function files(): Map<string, { body: Buffer; type: string }> {
     ['/console', of(join(ASSETS, 'index.html'))],
     ['/console/vendor/preact-htm.js', of(PREACT_HTM)],
   ]);
-  for (const name of ['app.js', 'api.js', 'pipeline.js', 'subscriptions.js', 'console.css']) {
+  for (const name of [
+    'app.js',
+    'api.js',
+    'pipeline.js',
+    'subscriptions.js',
+    'ingresses.js',
+    'console.css',
+  ]) {
     served.set(`/console/${name}`, of(join(ASSETS, name)));
   }
   return served;

@@ -178,6 +178,24 @@ describe('the operator’s console at /console, in chromium', () => {
     await page.locator('.editor').screenshot({ path: join(SHOTS, 'filter-error.png') });
   });
 
+  it('lists the Agent Ingresses with their region domains and certificate state', async () => {
+    const created = await ctx.api('POST', '/agent_ingresses', {
+      domain: 'agents.console.example',
+      description: 'edge',
+      certificate_management_policy: null,
+    });
+    expect(created.status).toBe(201);
+    await page.click('header >> text=Agent Ingresses');
+    const row = `[data-ingress=${created.body.id}]`;
+    await page.waitForSelector(row);
+    expect(await page.textContent(row)).toContain('agents.console.example');
+    for (const domain of created.body.region_domains) {
+      expect(await page.textContent(row)).toContain(domain);
+    }
+    expect(await page.textContent(`${row} .certificate`)).toBe('off');
+    await page.screenshot({ path: join(SHOTS, 'agent-ingresses.png'), fullPage: true });
+  });
+
   it('loaded nothing from elsewhere and logged no error', () => {
     // 4xx answers the page expected (a wrong key, a bad filter) are logged by chromium as
     // failed resources; anything else is a defect.

@@ -1,14 +1,16 @@
 import { api, session } from '/console/api.js';
+import { IngressesPage } from '/console/ingresses.js';
 import { PipelinePage } from '/console/pipeline.js';
 import { SubscriptionsPage } from '/console/subscriptions.js';
 import { html, render, useEffect, useState } from '/console/vendor/preact-htm.js';
 
-// The console's shell: sign-in with an API key (checked with GET /account), then two pages
+// The console's shell: sign-in with an API key (checked with GET /account), then the pages
 // chosen by the URL's hash, so a reload keeps the page and the key stays in this tab only.
 
 const PAGES = {
   pipeline: { title: 'Pipeline', Page: PipelinePage },
   subscriptions: { title: 'Subscriptions', Page: SubscriptionsPage },
+  ingresses: { title: 'Agent Ingresses', Page: IngressesPage },
 };
 
 function SignIn({ onSignedIn }) {

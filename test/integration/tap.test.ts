@@ -220,6 +220,13 @@ describe('taps: what a subscription (or a filter not saved yet) matches, live an
       body: JSON.stringify({ type: 'api_key_created.v0' }),
     });
     expect(audit.status).toBe(400);
+    const sampled = await openSse(`${ctx.service.url}/filters/preview`, {
+      method: 'POST',
+      headers: { ...auth(), 'content-type': 'application/json' },
+      body: JSON.stringify({ type: HTTP, sample_rate: 0.5 }),
+    });
+    expect(sampled.status).toBe(400);
+    expect(sampled.body.error_code).toBe('ERR_UNKNOWN_FIELD');
     expect(ctx.service.pipeline.taps.specs()).toBeUndefined();
   });
 

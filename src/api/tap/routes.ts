@@ -7,6 +7,7 @@ import { getEventSubscription, sourcesOf } from '../../store/event-subscriptions
 import type { ApiDeps } from '../deps.ts';
 import { readSource } from '../event-subscriptions/sources.ts';
 import { EVENT_SUBSCRIPTIONS, notFound, TAP_QUERY, TOP_LEVEL_ROUTES } from '../resources.ts';
+import { checkShape, FIELD_CODES } from '../validate.ts';
 import { type EventStream, openEventStream } from './sse.ts';
 
 // The live views of the pipeline: taps on a subscription (or one of its sources), a preview of
@@ -147,6 +148,9 @@ export async function tapRoutes(app: FastifyInstance, deps: ApiDeps): Promise<vo
   // Compiled here, so a bad filter is a 400 with its position before any stream opens.
   app.post(PREVIEW.path, async (request, reply) => {
     const bounds = readBounds(request.query);
+    // The preview's own shape first (no sample_rate: a preview shows every match), then the
+    // checks a source gets when it is saved.
+    checkShape(request.body, PREVIEW.request!, '', FIELD_CODES);
     const source = readSource(request.body, '');
     if (!isTrafficType(source.type)) {
       throw new AppError(

@@ -1,4 +1,6 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { SessionRegistry } from './agents/registry.ts';
+import { STOP_REASONS } from './agents/session-events.ts';
 import { frameworkErrors, installErrorHandlers } from './api/http-errors.ts';
 import { type RouteTable, restApi } from './api/index.ts';
 import { openApiDocument } from './api/openapi.ts';
@@ -10,6 +12,7 @@ import { newId } from './ids.ts';
 import { ingestPlugin } from './ingest/ingest-plugin.ts';
 import type { Logger } from './logger.ts';
 import { type Metrics, pipelineStats } from './metrics.ts';
+import type { RestrictionCache } from './net/restriction-cache.ts';
 import type { Pipeline } from './pipeline/pipeline.ts';
 import type { Keyring } from './secrets.ts';
 import type { Db } from './store/db.ts';
@@ -22,6 +25,12 @@ export interface AppDeps {
   pipeline: Pipeline;
   metrics: Metrics;
   keyring: Keyring;
+  /** Live agent sessions, for /tunnel_sessions; absent without an agent listener. */
+  sessions?: SessionRegistry;
+  /** The accounts' IP restrictions, shared with the agent listener and the edge. */
+  ipRestrictions?: RestrictionCache;
+  /** Called after each committed REST transaction (zone data may have changed, a job queued). */
+  onCommit?: () => void;
 }
 
 /**
@@ -47,6 +56,9 @@ export async function buildApp({
   pipeline,
   metrics,
   keyring,
+  sessions,
+  ipRestrictions,
+  onCommit,
 }: AppDeps): Promise<{ app: FastifyInstance; routes: RouteTable }> {
   const connections = createConnections(config, logger);
   const app = Fastify({
@@ -83,6 +95,7 @@ export async function buildApp({
     transaction: (work) =>
       db.transaction(work).then((result) => {
         pipeline.relay.kick();
+        onCommit?.();
         return result;
       }),
   };
@@ -103,12 +116,23 @@ export async function buildApp({
       pipeline.refreshGauges();
       return pipelineStats(metrics);
     },
+    sessions,
+    ipRestrictions,
+    onObjectDeleted: (kind, id) => endSessionsOf(sessions, kind, id),
     onPipelineChange: () => {
       pipeline.reload().catch((error) => logger.error({ err: error }, 'pipeline reload failed'));
     },
   });
   await app.register(ingestPlugin, ingestOptions({ config, pipeline, metrics }));
   return { app, routes };
+}
+
+/** A deleted credential (tunnel or SSH) ends the sessions it started. */
+function endSessionsOf(sessions: SessionRegistry | undefined, kind: string, id: string): void {
+  if (kind !== 'credentials' && kind !== 'ssh_credentials') return;
+  for (const session of sessions?.all() ?? []) {
+    if (session.facts.credential.id === id) void session.end(STOP_REASONS.credentialDeleted);
+  }
 }
 
 function ingestOptions({

@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { resolve } from 'node:path';
 import { type PortRange, parsePortRange } from './net/port-choice.ts';
 
@@ -60,6 +61,42 @@ export interface Config {
   keepAliveTimeoutMs: number;
   /** Client connections each listener holds at once; beyond, 503 ERR_TOO_MANY_CONNECTIONS. */
   maxConnections: number;
+  /** Port agents connect to over SSH (0: a random one); undefined: no agent listener. */
+  sshPort: number | undefined;
+  /** Port of the edge's HTTP listener (0: a random one); undefined: no edge. */
+  edgeHttpPort: number | undefined;
+  /** Port of the edge's HTTPS listener, certificates chosen by SNI (0: random); undefined: none. */
+  edgeHttpsPort: number | undefined;
+  /** How long the HTTPS listener trusts its choice of certificate for a name, ms (other instances' changes). */
+  edgeCertCacheMs: number;
+  /** Live agent sessions one account may hold at once. */
+  maxSessionsPerAccount: number;
+  /** Edge requests one session carries at once (SSH channels); beyond, 503. */
+  maxChannelsPerSession: number;
+  /** How long the edge waits for an agent's response headers before answering 504, ms. */
+  edgeResponseTimeoutMs: number;
+  /** Interval of SSH keep-alives to agents; an agent missing three is dropped, ms. */
+  agentKeepAliveMs: number;
+  /** Port of the authoritative DNS server (UDP and TCP); undefined: no DNS server. */
+  dnsPort: number | undefined;
+  /** The edge's addresses per region (A and AAAA answers); a region not listed gets '*'. */
+  edgeAddresses: Record<string, string[]>;
+  /** How long an instance answers from its cached zone data before reading the store again, ms. */
+  dnsCacheMs: number;
+  /** The ACME server's directory. */
+  acmeDirectoryUrl: string;
+  /** A PEM file of extra CAs to trust for the ACME server (a test server such as pebble). */
+  acmeCaFile: string | undefined;
+  /** Contact address of the service's ACME account. */
+  acmeEmail: string | undefined;
+  /** `host:port` of the resolver that checks delegations; undefined: the system's resolvers. */
+  delegationResolver: string | undefined;
+  /** How often the certificate job runner looks for work, ms; 0: no runner. */
+  certPollMs: number;
+  /** How long a runner holds a job before another instance may take it over, ms. */
+  certJobLeaseMs: number;
+  /** Longest wait between retries of a failing certificate job, ms. */
+  certRetryMaxMs: number;
   /** Ports reserved TCP addresses are allocated from, in every region. */
   tcpAddrPorts: PortRange;
   /** How long an instance trusts its cached IP restrictions of an account (changes made elsewhere). */
@@ -77,6 +114,7 @@ export class ConfigError extends Error {
 const DEFAULT_REGIONS = 'au,eu,ap,us,us-cal-1,jp,in,sa';
 const DEFAULT_SERVICE_DOMAIN = 'agent-ingress.example';
 const DEFAULT_NAME_SERVERS = 'ns1.agent-ingress.example,ns2.agent-ingress.example';
+const LETS_ENCRYPT = 'https://acme-v02.api.letsencrypt.org/directory';
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 const HOST_LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 
@@ -120,6 +158,38 @@ function url(env: Env, name: string, fallback: string): string {
     throw new ConfigError(name, `must be an http(s) URL, got "${raw}"`);
   }
   return raw.replace(/\/+$/, '');
+}
+
+/** A port, `0` for a random one, or `off` (undefined): a listener the service may skip. */
+function optionalPort(env: Env, name: string, fallback: string): number | undefined {
+  const raw = env[name] || fallback;
+  return raw === 'off' ? undefined : integer({ [name]: raw }, name, 0, 0, 65535);
+}
+
+/**
+ * EDGE_ADDRESSES: `region=ip|ip,…`; `*` names the addresses of regions not listed. Unset, every
+ * region answers 127.0.0.1: the embedded setup runs the edge on this host.
+ */
+function edgeAddresses(env: Env): Record<string, string[]> {
+  const addresses: Record<string, string[]> = {};
+  for (const entry of list(env, 'EDGE_ADDRESSES', '*=127.0.0.1')) {
+    const [region, ips = ''] = entry.split('=', 2).map((part) => part.trim().toLowerCase());
+    const values = ips.split('|').map((ip) => ip.trim());
+    if (region === '' || values.some((ip) => isIP(ip) === 0)) {
+      throw new ConfigError('EDGE_ADDRESSES', `has "${entry}"; write region=ip|ip,… (or *=ip)`);
+    }
+    addresses[region] = values;
+  }
+  return addresses;
+}
+
+/** A `host:port` address (DELEGATION_RESOLVER). */
+function hostPort(env: Env, name: string): string | undefined {
+  const raw = env[name] || undefined;
+  if (raw !== undefined && !/^[^\s:]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/.test(raw)) {
+    throw new ConfigError(name, `must be host:port, got "${raw}"`);
+  }
+  return raw;
 }
 
 function portRange(env: Env, name: string, fallback: string): PortRange {
@@ -238,6 +308,24 @@ export function loadConfig(env: Env = process.env): Config {
     headersTimeoutMs,
     keepAliveTimeoutMs: integer(env, 'KEEP_ALIVE_TIMEOUT_MS', 72_000, 100, 3_600_000),
     maxConnections: integer(env, 'MAX_CONNECTIONS', 512, 1, 1_000_000),
+    sshPort: optionalPort(env, 'SSH_PORT', '2222'),
+    edgeHttpPort: optionalPort(env, 'EDGE_HTTP_PORT', '8088'),
+    edgeHttpsPort: optionalPort(env, 'EDGE_HTTPS_PORT', '8443'),
+    edgeCertCacheMs: integer(env, 'EDGE_CERT_CACHE_MS', 5_000, 0, 3_600_000),
+    maxSessionsPerAccount: integer(env, 'MAX_SESSIONS_PER_ACCOUNT', 100, 1, 1_000_000),
+    maxChannelsPerSession: integer(env, 'MAX_CHANNELS_PER_SESSION', 256, 1, 100_000),
+    edgeResponseTimeoutMs: integer(env, 'EDGE_RESPONSE_TIMEOUT_MS', 60_000, 100, 3_600_000),
+    agentKeepAliveMs: integer(env, 'AGENT_KEEPALIVE_MS', 15_000, 100, 3_600_000),
+    dnsPort: env.DNS_PORT ? integer(env, 'DNS_PORT', 0, 0, 65535) : undefined,
+    edgeAddresses: edgeAddresses(env),
+    dnsCacheMs: integer(env, 'DNS_CACHE_MS', 5_000, 0, 3_600_000),
+    acmeDirectoryUrl: url(env, 'ACME_DIRECTORY_URL', LETS_ENCRYPT),
+    acmeCaFile: env.ACME_CA_FILE || undefined,
+    acmeEmail: env.ACME_EMAIL || undefined,
+    delegationResolver: hostPort(env, 'DELEGATION_RESOLVER'),
+    certPollMs: integer(env, 'CERT_POLL_MS', 5_000, 0, 3_600_000),
+    certJobLeaseMs: integer(env, 'CERT_JOB_LEASE_MS', 300_000, 1_000, 86_400_000),
+    certRetryMaxMs: integer(env, 'CERT_RETRY_MAX_MS', 3_600_000, 1_000, 86_400_000),
     tcpAddrPorts: portRange(env, 'TCP_ADDR_PORTS', '20000-29999'),
     ipRestrictionCacheTtlMs: integer(env, 'IP_RESTRICTION_CACHE_TTL_MS', 5_000, 0, 3_600_000),
   };

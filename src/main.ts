@@ -39,6 +39,11 @@ logger.info({ url: service.url, store: service.db.kind }, 'listening');
 // The banner is for people and goes to stderr: stdout carries only JSON log lines, and the first
 // key's token never reaches a log pipeline.
 process.stderr.write(`Agent Ingress listening on ${service.url} (store: ${service.db.kind})\n`);
+if (service.sshPort !== undefined) {
+  process.stderr.write(
+    `Agents connect over SSH on port ${service.sshPort}; the edge serves HTTP on port ${service.edgePort ?? 'off'}, HTTPS on port ${service.edgeHttpsPort ?? 'off'}\n`,
+  );
+}
 if (service.firstKey !== undefined) {
   const { firstKey } = service;
   process.stderr.write(

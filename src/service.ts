@@ -1,11 +1,21 @@
 import type { FastifyInstance } from 'fastify';
+import type { IpAllowed } from './agents/ip-allowed.ts';
+import type { AgentListener, AgentListenerDeps } from './agents/listener.ts';
+import { createSessionRegistry, type SessionRegistry } from './agents/registry.ts';
 import type { RouteTable } from './api/index.ts';
 import { buildApp, buildGrpcApp } from './app.ts';
 import { bootstrapFirstKey } from './bootstrap.ts';
+import { type CertRunner, createCertRunner } from './certs/runner.ts';
 import type { Config } from './config.ts';
 import { prepareDataDir } from './data-dir.ts';
+import type { AuthoritativeDns } from './dns/index.ts';
+import { type Edge, startEdge } from './edge/edge-server.ts';
+import { createEdgePublisher, type EdgePublisher } from './edge/publisher.ts';
+import { createSniCertificates, type SniCertificates } from './edge/sni-certificates.ts';
+import { openTcpEndpoint } from './edge/tcp-endpoint.ts';
 import type { Logger } from './logger.ts';
 import { createMetrics } from './metrics.ts';
+import { createIpRestrictions } from './net/account-restrictions.ts';
 import { createPipeline, type Pipeline } from './pipeline/pipeline.ts';
 import { type Keyring, loadKeyring } from './secrets.ts';
 import { migrateFileLayout } from './sinks/file/layout.ts';
@@ -25,6 +35,18 @@ export interface Service {
   url: string;
   /** Where gRPC (HTTP/2) edge clients connect, when GRPC_PORT is set. */
   grpcUrl: string | undefined;
+  /** Where agents connect over SSH (SSH_PORT), when the agent listener runs. */
+  sshPort: number | undefined;
+  /** Where the edge serves HTTP for agents' hostnames (EDGE_HTTP_PORT), when it runs. */
+  edgePort: number | undefined;
+  /** Where the edge serves HTTPS, certificates chosen by SNI (EDGE_HTTPS_PORT), when it runs. */
+  edgeHttpsPort: number | undefined;
+  /** The live agent sessions of this instance. */
+  sessions: SessionRegistry;
+  /** The authoritative DNS server, when DNS_PORT is set. */
+  dns: AuthoritativeDns | undefined;
+  /** The certificate job runner (CERT_POLL_MS > 0), whose `kick()` runs due jobs now. */
+  certs: CertRunner | undefined;
   /** The first API key, when this start created it (empty store). */
   firstKey: Awaited<ReturnType<typeof bootstrapFirstKey>>;
   /** Stops accepting, lets requests in flight finish, flushes the pipeline, closes the store. */
@@ -37,6 +59,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   const keyring = await loadKeyring(config);
   const db = await openStore(config);
   let pipeline: Pipeline | undefined;
+  let agents: Awaited<ReturnType<typeof startAgents>> | undefined;
   try {
     const resealed = await resealDestinationSecrets(db, keyring);
     const resealedObjects = await resealObjectSecrets(db, keyring);
@@ -47,15 +70,55 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     const firstKey = await bootstrapFirstKey(db, config);
     const metrics = createMetrics();
     pipeline = await createPipeline({ db, config, logger, metrics, keyring });
-    const { app, routes } = await buildApp({ config, db, logger, pipeline, metrics, keyring });
+    const sessions = createSessionRegistry(config.maxSessionsPerAccount);
+    // One cache of IP restrictions: a change through the API applies at once to agents and edge.
+    const ipRestrictions = createIpRestrictions(db, config.ipRestrictionCacheTtlMs);
+    let dns: AuthoritativeDns | undefined;
+    const sni =
+      config.edgeHttpsPort === undefined
+        ? undefined
+        : createSniCertificates({ db, keyring, ttlMs: config.edgeCertCacheMs });
+    const onIssued = () => sni?.invalidate();
+    const certs =
+      config.certPollMs > 0
+        ? createCertRunner({ db, config, keyring, logger, onIssued })
+        : undefined;
+    // A committed change may have changed zone data, certificates or queued a job: all see it.
+    const onCommit = () => {
+      dns?.invalidate();
+      sni?.invalidate();
+      void certs?.kick();
+    };
+    const { app, routes } = await buildApp({
+      config,
+      db,
+      logger,
+      pipeline,
+      metrics,
+      keyring,
+      sessions,
+      ipRestrictions,
+      onCommit,
+    });
+    const running = pipeline;
+    agents = await startAgents(config, db, logger, running, sessions, {
+      ipAllowed: ipRestrictions.ipAllowed,
+      sni,
+    });
+    // Loaded only when configured, as the sinks' clients are: a start without DNS pays nothing.
+    if (config.dnsPort !== undefined) {
+      const { startAuthoritativeDns } = await import('./dns/index.ts');
+      dns = await startAuthoritativeDns({ db, config, logger });
+    }
     const url = await app.listen({ host: config.host, port: config.port });
+    certs?.start();
     const grpcApp =
       config.grpcPort === undefined
         ? undefined
         : await buildGrpcApp({ config, pipeline, metrics, logger });
     const grpcUrl = await grpcApp?.listen({ host: config.host, port: config.grpcPort });
     let closing: Promise<void> | undefined;
-    const running = pipeline;
+    const { listener, edge, publisher } = agents;
     return {
       app,
       db,
@@ -64,10 +127,23 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
       routes,
       url,
       grpcUrl,
+      dns,
+      certs,
       firstKey,
+      sshPort: listener?.port,
+      edgePort: edge?.port,
+      edgeHttpsPort: edge?.httpsPort,
+      sessions,
       close() {
         closing ??= (async () => {
+          // The edge drains while the agents still answer; then sessions end (stop events).
+          await edge?.close(config.shutdownTimeoutMs / 2);
+          await listener?.close();
+          // TCP connections cut with their sessions: their events too are durable before exit.
+          await publisher.drain();
           await Promise.all([app.close(), grpcApp?.close()]);
+          await certs?.close();
+          await dns?.close();
           await running.close();
           await db.close();
         })();
@@ -75,8 +151,51 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
       },
     };
   } catch (error) {
+    await agents?.edge?.close(0);
+    await agents?.listener?.close();
     await pipeline?.close();
     await db.close();
+    throw error;
+  }
+}
+
+/**
+ * The agent face: the SSH listener (SSH_PORT) and the edge (EDGE_HTTP_PORT, EDGE_HTTPS_PORT),
+ * each optional.
+ */
+async function startAgents(
+  config: Config,
+  db: Db,
+  logger: Logger,
+  pipeline: Pipeline,
+  sessions: SessionRegistry,
+  { ipAllowed, sni }: { ipAllowed: IpAllowed; sni: SniCertificates | undefined },
+): Promise<{ listener?: AgentListener; edge?: Edge; publisher: EdgePublisher }> {
+  const kick = () => pipeline.relay.kick();
+  const publisher = createEdgePublisher(pipeline, logger);
+  const openTcp: AgentListenerDeps['openTcp'] = (session, address) =>
+    openTcpEndpoint(session, address, { config, logger, publisher, ipAllowed });
+  const listener =
+    config.sshPort === undefined
+      ? undefined
+      : // ssh2 loads only when agents may connect (~100 ms of start-up).
+        await (await import('./agents/listener.ts')).startAgentListener({
+          config,
+          db,
+          logger,
+          registry: sessions,
+          kick,
+          ipAllowed,
+          openTcp,
+        });
+  try {
+    const edge =
+      config.edgeHttpPort === undefined && sni === undefined
+        ? undefined
+        : await startEdge({ config, logger, registry: sessions, publisher, ipAllowed, sni });
+    return { listener, edge, publisher };
+  } catch (error) {
+    await listener?.close();
     throw error;
   }
 }

@@ -13,7 +13,7 @@ import { type Child, startNode } from './processes.ts';
 
 export const PUBLISH_PATH = '/agent_ingress.ingest.v0.IngestService/Publish';
 export const INGEST_TOKEN = 'bench-ingest-token-0123456789';
-const API_KEY = 'bench_bootstrap_key_0123456789abcdef';
+export const API_KEY = 'bench_bootstrap_key_0123456789abcdef';
 const ACCOUNT_LINE = /Created account (ac_[0-9a-z]+)/;
 
 /** Five filtered, three projected and two catch-all subscriptions, as in bench/pipeline.ts. */

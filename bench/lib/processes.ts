@@ -19,7 +19,8 @@ export async function startNode(
 ): Promise<Child> {
   const child = spawn(process.execPath, [script], {
     cwd: ROOT,
-    env: { ...process.env, ...env },
+    // Random agent and edge ports unless a bench asks for its own: benches may run side by side.
+    env: { ...process.env, SSH_PORT: '0', EDGE_HTTP_PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';

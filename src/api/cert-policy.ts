@@ -7,7 +7,7 @@ import type { JsonObject } from './validate.ts';
 // automatic certificates off; a change queues a provisioning job (the certificate issue runs it).
 
 const POLICY = 'certificate_management_policy';
-const PROVISIONING_JOB = 'certificate_provisioning';
+export const PROVISIONING_JOB = 'certificate_provisioning';
 
 /** The policy of a checked body with its defaults: undefined when not given, null when off. */
 export function certPolicy(body: JsonObject): CertPolicy | null | undefined {
@@ -38,4 +38,16 @@ export async function queueProvisioning(
     subjectId: subject.id,
     msg: `certificate provisioning for ${subject.domain} is queued`,
   });
+}
+
+/**
+ * Makes a subject's job that waits for its delegation due now: a PATCH is when a user who has
+ * just published the NS records expects the service to look again.
+ */
+export async function recheckDelegation(tx: Queryable, subjectId: string): Promise<void> {
+  await tx.query(
+    `UPDATE jobs SET retries_at = $2
+     WHERE subject_id = $1 AND state = 'failed' AND error_code = 'DNS_ERROR'`,
+    [subjectId, new Date()],
+  );
 }

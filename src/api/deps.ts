@@ -1,3 +1,4 @@
+import type { SessionRegistry } from '../agents/registry.ts';
 import type { Config } from '../config.ts';
 import type { PipelineStats } from '../metrics.ts';
 import type { RestrictionCache } from '../net/restriction-cache.ts';
@@ -21,6 +22,10 @@ export interface ApiDeps {
    * the route has already checked that the account owns it. Absent: the action answers 503.
    */
   testDestination?: (accountId: string, id: string) => Promise<TestDelivery>;
+  /** The live agent sessions (/tunnel_sessions); absent without an agent listener. */
+  sessions?: SessionRegistry;
+  /** Called after an account object's delete commits (a deleted credential ends its sessions). */
+  onObjectDeleted?: (kind: string, id: string) => void;
   /**
    * The accounts' IP restrictions (createIpRestrictions), to share with other listeners (agents,
    * endpoints) that check them; absent, the REST API makes its own.

@@ -16,6 +16,7 @@ import { FAMILIES } from './objects/families.ts';
 import { familyRoutes } from './objects/routes.ts';
 import { createRateLimitHook } from './rate-limit.ts';
 import { tapRoutes } from './tap/routes.ts';
+import { tunnelSessionRoutes } from './tunnel-sessions/routes.ts';
 
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
 
@@ -84,6 +85,7 @@ export async function restApi(
   for (const family of FAMILIES) await app.register(familyRoutes(family), deps);
   await app.register(accountRoutes, deps);
   await app.register(tapRoutes, deps);
+  await app.register(tunnelSessionRoutes(deps.sessions), deps);
 
   collecting = false;
   for (const [url, methods] of methodsByUrl) {

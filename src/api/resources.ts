@@ -1,5 +1,6 @@
 import { AppError } from '../errors.ts';
 import { SINKS } from '../sinks/index.ts';
+import { TUNNEL_SESSION_ROUTES } from './tunnel-sessions/declaration.ts';
 import type { TextBound } from './validate.ts';
 
 // Every REST resource, declared once: its fields (JSON Schema, bounds, which are required,
@@ -417,6 +418,7 @@ export const TOP_LEVEL_ROUTES: readonly ExtraRoute[] = [
     status: 200,
     response: { type: 'object' },
   },
+  ...TUNNEL_SESSION_ROUTES,
 ];
 
 /** The 404 for an id of `resource` the caller's account does not hold. */

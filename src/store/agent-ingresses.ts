@@ -15,6 +15,9 @@ export interface AgentIngressRow {
   domain: string;
   cert_policy: CertPolicy | null;
   created_at: Date;
+  /** The automatic certificate (a tls_certificate) and when it renews; set by the runner. */
+  certificate_id?: string | null;
+  renews_at?: Date | null;
 }
 
 /** Inserts an ingress row; a taken domain raises the store's unique violation. */

@@ -13,6 +13,11 @@ export interface JobRow {
   started_at: Date;
   retries_at: Date | null;
   created_at: Date;
+  /** The runner holding the job while it runs, and until when (another may take it after). */
+  lease_owner?: string | null;
+  lease_until?: Date | null;
+  /** Failures so far, for the backoff. */
+  attempts?: number;
 }
 
 /** Queues a job for a subject and returns it. */
@@ -62,4 +67,83 @@ export async function cancelJobs(db: Queryable, subjectId: string): Promise<void
     `UPDATE jobs SET state = 'cancelled' WHERE subject_id = $1 AND state IN ('queued', 'running', 'failed')`,
     [subjectId],
   );
+}
+
+/**
+ * Takes the oldest job that is due (queued, failed and past retries_at, or running under an
+ * expired lease) for `owner` until `now + leaseMs`. SKIP LOCKED: two runners never take one job.
+ */
+export async function claimJob(
+  db: Queryable,
+  claim: { kind: string; owner: string; now: Date; leaseMs: number },
+): Promise<JobRow | undefined> {
+  const result = await db.query<JobRow>(
+    `UPDATE jobs SET state = 'running', lease_owner = $2, lease_until = $4, started_at = $3
+     WHERE id = (
+       SELECT id FROM jobs
+       WHERE kind = $1 AND (state = 'queued'
+         OR (state = 'failed' AND retries_at <= $3)
+         OR (state = 'running' AND lease_until <= $3))
+       ORDER BY created_at, id LIMIT 1
+       FOR UPDATE SKIP LOCKED)
+     RETURNING *`,
+    [claim.kind, claim.owner, claim.now, new Date(claim.now.getTime() + claim.leaseMs)],
+  );
+  return result.rows[0];
+}
+
+/** Says what a running job does now; false when the runner no longer holds it (cancelled). */
+export async function reportJob(
+  db: Queryable,
+  job: Pick<JobRow, 'id' | 'lease_owner'>,
+  msg: string,
+): Promise<boolean> {
+  const result = await db.query(
+    `UPDATE jobs SET msg = $3 WHERE id = $1 AND lease_owner = $2 AND state = 'running' RETURNING id`,
+    [job.id, job.lease_owner, msg],
+  );
+  return result.rows.length > 0;
+}
+
+/**
+ * Ends a running job the runner still holds: `done`, or `failed` with its error code and when
+ * it runs again. False when the job was cancelled or taken over meanwhile.
+ */
+export async function endJob(
+  db: Queryable,
+  job: Pick<JobRow, 'id' | 'lease_owner'>,
+  end: { state: 'done' } | { state: 'failed'; errorCode: string; retriesAt: Date },
+  msg: string,
+): Promise<JobRow | undefined> {
+  const failed = end.state === 'failed';
+  const result = await db.query<JobRow>(
+    `UPDATE jobs SET state = $3, msg = $4, error_code = $5, retries_at = $6,
+       attempts = attempts + $7, lease_owner = NULL, lease_until = NULL
+     WHERE id = $1 AND lease_owner = $2 AND state = 'running' RETURNING *`,
+    [
+      job.id,
+      job.lease_owner,
+      end.state,
+      msg,
+      failed ? end.errorCode : null,
+      failed ? end.retriesAt : null,
+      failed ? 1 : 0,
+    ],
+  );
+  return result.rows[0];
+}
+
+/** Queues a job for a subject unless it has an unfinished one; the job when queued. */
+export async function queueJobOnce(
+  db: Queryable,
+  job: { accountId: string; kind: string; subjectId: string; msg: string; now: Date },
+): Promise<JobRow | undefined> {
+  const result = await db.query<JobRow>(
+    `INSERT INTO jobs (id, account_id, kind, subject_id, state, msg, started_at, created_at)
+     VALUES ($1, $2, $3, $4, 'queued', $5, $6, $6)
+     ON CONFLICT (subject_id) WHERE state IN ('queued', 'running', 'failed') DO NOTHING
+     RETURNING *`,
+    [newId('job'), job.accountId, job.kind, job.subjectId, job.msg, job.now],
+  );
+  return result.rows[0];
 }

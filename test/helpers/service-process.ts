@@ -89,6 +89,12 @@ export async function startServiceProcess(options: ServiceProcessOptions): Promi
     BOOTSTRAP_API_KEY: PROCESS_BOOTSTRAP_KEY,
     INGEST_TOKENS: TEST_INGEST_TOKEN,
     NODE_COMPILE_CACHE: COMPILE_CACHE,
+    // Random ports: processes run in parallel, and the defaults (2222, 8088, 8443) would clash.
+    SSH_PORT: '0',
+    EDGE_HTTP_PORT: '0',
+    EDGE_HTTPS_PORT: '0',
+    // No certificate runner: it would ask real resolvers and Let's Encrypt; its tests start one.
+    CERT_POLL_MS: '0',
     ...options.env,
   };
   // The pinned runtime of this test process (vitest runs under npx's node 24).

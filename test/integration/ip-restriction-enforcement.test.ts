@@ -78,6 +78,10 @@ describe('api IP restrictions', () => {
       PUBLIC_URL: `http://127.0.0.1:${port}`,
       LOG_LEVEL: 'warn',
       BOOTSTRAP_API_KEY: TEST_BOOTSTRAP_KEY,
+      // Random agent and edge ports: suites run side by side.
+      SSH_PORT: '0',
+      EDGE_HTTP_PORT: '0',
+      EDGE_HTTPS_PORT: '0',
       ...store.env,
     });
     const capture = new Writable({

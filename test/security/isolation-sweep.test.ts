@@ -6,6 +6,7 @@ import { RESOURCES as DECLARED } from '../../src/api/resource-list.ts';
 import { TOP_LEVEL_ROUTES } from '../../src/api/resources.ts';
 import type { Service } from '../../src/service.ts';
 import { createAccount } from '../../src/store/accounts.ts';
+import { eventually, type SshAgent, startSshAgent } from '../e2e/agents-helpers.ts';
 import { expectError } from '../helpers/expect-error.ts';
 import {
   type ApiClient,
@@ -54,10 +55,16 @@ function createBody(resource: Resource, tag: string, ids: Partial<Record<Resourc
   });
 }
 
+/**
+ * Routes over what agents make, not the API (live tunnel sessions): A's fixture is a real agent
+ * session (ssh -R), its id kept with A's objects.
+ */
+const LIVE = ['tunnel_sessions'] as const;
+
 /** The resource a route belongs to, from its first path segment; throws for an unknown one. */
 function resourceOf(url: string): Resource {
   const first = url.split('/')[1];
-  if (!Object.hasOwn(RESOURCES, first)) {
+  if (!Object.hasOwn(RESOURCES, first) && !LIVE.includes(first as never)) {
     throw new Error(
       `isolation sweep: route prefix "/${first}" has no fixture; declare it in src/api/resources.ts and add its fixtures to ${import.meta.filename}`,
     );
@@ -88,6 +95,7 @@ describe.each(STORES)('account isolation sweep over every REST route on $kind', 
   /** B's own objects, so its lists are not trivially empty. */
   const idsB = {} as Record<Resource, string>;
   const exercised = new Set<string>();
+  let agentA: SshAgent | undefined;
 
   beforeAll(async () => {
     store = await open();
@@ -111,10 +119,24 @@ describe.each(STORES)('account isolation sweep over every REST route on $kind', 
         exercised.add(`POST /${resource}`);
       }
     }
+    // A live session of A's: an agent binding a name under A's Agent Ingress domain.
+    const ingress = await a('GET', `/agent_ingresses/${idsA.agent_ingresses}`);
+    const credential = await a('POST', '/credentials', {});
+    agentA = startSshAgent(service, {
+      user: credential.body.token,
+      hostname: `app.${ingress.body.domain}`,
+      localPort: 9,
+    });
+    const session = await eventually(async () => {
+      if (agentA!.child.exitCode !== null) throw new Error(`ssh exited: ${agentA!.output()}`);
+      return (await a('GET', '/tunnel_sessions')).body.tunnel_sessions[0];
+    }, 'the session of A');
+    (idsA as Record<string, string>).tunnel_sessions = session.id;
     // Health appears once the pipeline has loaded the destinations: snapshot after that.
     await service.pipeline.reload();
   });
   afterAll(async () => {
+    await agentA?.kill();
     await service?.close();
     await store?.cleanup();
   });
@@ -129,6 +151,7 @@ describe.each(STORES)('account isolation sweep over every REST route on $kind', 
     }
     const sources = await a('GET', `/event_subscriptions/${idsA.event_subscriptions}/sources`);
     out.sources = sources.body;
+    out.tunnelSessions = (await a('GET', '/tunnel_sessions')).body;
     const audit = await service.db.query(
       'SELECT count(*)::int AS n FROM audit_outbox WHERE account_id = $1',
       [accountA],
@@ -193,6 +216,17 @@ describe.each(STORES)('account isolation sweep over every REST route on $kind', 
     expect(stats.status).toBe(200);
     expect(JSON.stringify(stats.body)).not.toContain(accountA);
     exercised.add('GET /pipeline/stats');
+  });
+
+  it('never lists A’s live tunnel sessions to B', async () => {
+    const sessionA = (idsA as Record<string, string>).tunnel_sessions;
+    expect((await a('GET', '/tunnel_sessions')).body.tunnel_sessions[0].id).toBe(sessionA);
+    for (const query of ['', '?limit=100', `?before_id=ts_${'z'.repeat(26)}`]) {
+      const page = await b('GET', `/tunnel_sessions${query}`);
+      expect(page.status).toBe(200);
+      expect(page.body.tunnel_sessions).toEqual([]);
+    }
+    exercised.add('GET /tunnel_sessions');
   });
 
   it('never lists A’s objects to B, whatever the cursor', async () => {

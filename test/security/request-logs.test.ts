@@ -36,6 +36,10 @@ describe('request logs', () => {
       LOG_LEVEL: 'trace',
       BOOTSTRAP_API_KEY: TEST_BOOTSTRAP_KEY,
       INGEST_TOKENS: TEST_INGEST_TOKEN,
+      // Random agent and edge ports: suites run side by side.
+      SSH_PORT: '0',
+      EDGE_HTTP_PORT: '0',
+      EDGE_HTTPS_PORT: '0',
       ...store.env,
     });
     const capture = new Writable({

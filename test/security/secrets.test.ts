@@ -108,6 +108,10 @@ describe.each(STORES)('secrets stay secret on $kind', ({ open }) => {
       BOOTSTRAP_API_KEY: TEST_BOOTSTRAP_KEY,
       INGEST_TOKENS: INGEST_TOKEN,
       BATCH_LINGER_MS: '5',
+      // Random agent and edge ports: suites run side by side.
+      SSH_PORT: '0',
+      EDGE_HTTP_PORT: '0',
+      EDGE_HTTPS_PORT: '0',
       ...store.env,
     });
     const capture = new Writable({

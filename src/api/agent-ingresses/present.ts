@@ -3,7 +3,7 @@ import type { AgentIngressRow } from '../../store/agent-ingresses.ts';
 import type { JobRow } from '../../store/jobs.ts';
 
 /** A provisioning job as AgentIngressCertJob; error_code is present only while failing. */
-function presentJob(job: JobRow) {
+export function presentJob(job: JobRow) {
   return {
     ...(job.error_code === null ? {} : { error_code: job.error_code }),
     msg: job.msg,
@@ -35,6 +35,9 @@ export function presentAgentIngress(
     certificate_management_status:
       row.cert_policy === null
         ? null
-        : { renews_at: null, provisioning_job: job === undefined ? null : presentJob(job) },
+        : {
+            renews_at: row.renews_at?.toISOString() ?? null,
+            provisioning_job: job === undefined ? null : presentJob(job),
+          },
   };
 }

@@ -13,7 +13,7 @@ import {
 import { isUniqueViolation, type Queryable } from '../../store/db.ts';
 import { activeJobs, cancelJobs } from '../../store/jobs.ts';
 import { withAudit } from '../audit.ts';
-import { certPolicy, queueProvisioning, samePolicy } from '../cert-policy.ts';
+import { certPolicy, queueProvisioning, recheckDelegation, samePolicy } from '../cert-policy.ts';
 import type { ApiDeps } from '../deps.ts';
 import { listRoute } from '../pagination.ts';
 import { AGENT_INGRESSES, auditEvent, notFound } from '../resources.ts';
@@ -113,6 +113,7 @@ export async function agentIngressRoutes(app: FastifyInstance, deps: ApiDeps): P
       };
       await updateAgentIngress(tx, updated);
       if (!samePolicy(row.cert_policy, updated.cert_policy)) await provision(tx, updated);
+      else await recheckDelegation(tx, updated.id);
       return present(tx, updated);
     });
   });

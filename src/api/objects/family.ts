@@ -13,6 +13,11 @@ import type { JsonObject } from '../validate.ts';
  */
 export interface Family {
   resource: Resource;
+  /**
+   * Slow work a create needs that reads no store (generating a key pair), done before the
+   * change's transaction so the store is not held meanwhile; create gets it as `ctx.prepared`.
+   */
+  prepare?(body: JsonObject): Promise<unknown>;
   /** What a create stores, from a body already checked against the declaration. */
   create(body: JsonObject, ctx: FamilyContext): Draft | Promise<Draft>;
   /** What an update changes beyond description and metadata (which the layer merges). */
@@ -66,6 +71,8 @@ export interface FamilyContext {
   config: Config;
   /** The object's secret in clear. */
   openSecret(object: StoredObject): string | undefined;
+  /** What `prepare` made for this create (undefined otherwise). */
+  prepared?: unknown;
   /** An object of the caller's account at another family's `path`. */
   find(path: string, id: string): Promise<StoredObject | undefined>;
 }

@@ -103,9 +103,10 @@ export function familyRoutes(family: Family) {
     app.post(path, async (request, reply) => {
       const { body, text } = readBody(request.body, resource, 'create');
       let shownOnce: JsonObject | undefined;
+      const prepared = await family.prepare?.(body);
       const created = await change(request, 'created', async (ctx) => {
         const refs = await readRefs(body, resource, ctx);
-        const draft = await family.create(body, ctx);
+        const draft = await family.create(body, { ...ctx, prepared });
         shownOnce = draft.shownOnce;
         const row: AccountObjectRow = {
           id: draft.id ?? newId(resource.idPrefix),
@@ -181,6 +182,7 @@ export function familyRoutes(family: Family) {
         await deleteObject(ctx.tx, row.id);
         return row;
       });
+      deps.onObjectDeleted?.(resource.path, request.params.id);
       return reply.code(204).send();
     });
   };

@@ -1,0 +1,94 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import autocannon from 'autocannon';
+import { startSshAgent } from '../test/e2e/agents-helpers.ts';
+import { freePort } from '../test/helpers/free-port.ts';
+import { apiClient } from '../test/helpers/service.ts';
+import { API_KEY, startBenchService } from './lib/pipeline-setup.ts';
+import { printTable, report } from './lib/report.ts';
+import { median } from './lib/stats.ts';
+
+// Requests/s and p99 through the edge and a reverse SSH tunnel (curl-like client → edge → SSH
+// channel → OpenSSH client → local server), against the same local server reached directly, in
+// one run. Every tunneled request also becomes an http_request_complete.v0 delivered through the
+// 10 subscriptions of bench:pipeline to file destinations. Rounds alternate direct and tunnel.
+
+const ROUND_S = Number(process.env.BENCH_DURATION_S ?? 5);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
+const HOSTNAME = 'app.bench-edge.example.com';
+const BODY = 'x'.repeat(1024);
+
+async function load(port: number, host: string) {
+  const result = await autocannon({
+    url: `http://127.0.0.1:${port}/bench`,
+    connections: CONNECTIONS,
+    duration: ROUND_S,
+    headers: { host },
+  });
+  if (result.non2xx > 0 || result.errors > 0) {
+    throw new Error(`load on port ${port}: ${result.non2xx} non-2xx, ${result.errors} errors`);
+  }
+  return { rps: result['2xx'] / result.duration, p99: result.latency.p99 };
+}
+
+async function main(): Promise<void> {
+  const local = createServer((_request, response) => response.end(BODY));
+  await new Promise<void>((resolve) => local.listen(0, '127.0.0.1', resolve));
+  const localPort = (local.address() as AddressInfo).port;
+  const [sshPort, edgePort] = [await freePort(), await freePort()];
+  const service = await startBenchService({
+    SSH_PORT: String(sshPort),
+    EDGE_HTTP_PORT: String(edgePort),
+  });
+  const agent = { kill: async () => {} };
+  try {
+    const api = apiClient(service.url, API_KEY);
+    await api('POST', '/agent_ingresses', { domain: 'bench-edge.example.com' });
+    const { token } = (await api('POST', '/credentials', {})).body;
+    Object.assign(
+      agent,
+      startSshAgent({ sshPort }, { user: token, hostname: HOSTNAME, localPort }),
+    );
+    for (let i = 0; ; i++) {
+      const list = (await api('GET', '/tunnel_sessions')).body.tunnel_sessions;
+      if (list.length > 0) break;
+      if (i > 200) throw new Error('the agent did not bind');
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    type Run = { rps: number; p99: number };
+    const runs: Record<'direct' | 'tunnel', Run[]> = { direct: [], tunnel: [] };
+    for (let round = 0; round < ROUNDS; round++) {
+      runs.direct.push(await load(localPort, HOSTNAME));
+      runs.tunnel.push(await load(edgePort, HOSTNAME));
+    }
+    const rps = (which: 'direct' | 'tunnel') => median(runs[which].map((r) => r.rps));
+    const p99 = (which: 'direct' | 'tunnel') => median(runs[which].map((r) => r.p99));
+    process.stdout.write(
+      `${CONNECTIONS} connections, ${ROUNDS} × ${ROUND_S} s per path, 1 KiB answers (medians)\n\n`,
+    );
+    printTable(
+      ['path', 'req/s', 'p99 ms'],
+      [
+        ['direct to the local server', Math.round(rps('direct')), p99('direct')],
+        ['edge → SSH tunnel → local server', Math.round(rps('tunnel')), p99('tunnel')],
+      ],
+    );
+    report(
+      {
+        bench: 'edge',
+        value: Math.round(rps('tunnel')),
+        unit: 'req/s',
+        baseline: Math.round(rps('direct')),
+        ratio: Number((rps('tunnel') / rps('direct')).toFixed(3)),
+      },
+      [['p99 ratio (tunnel / direct)', Number((p99('tunnel') / p99('direct')).toFixed(2))]],
+    );
+  } finally {
+    await agent.kill();
+    await service.stop();
+    local.close();
+  }
+}
+
+await main();

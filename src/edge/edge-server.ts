@@ -1,0 +1,366 @@
+import {
+  createServer,
+  request as httpRequest,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import type { AddressInfo, Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import type { TLSSocket } from 'node:tls';
+import type { IpAllowed } from '../agents/ip-allowed.ts';
+import { type LiveSession, type SessionRegistry, TOO_MANY_CHANNELS } from '../agents/registry.ts';
+import type { Config } from '../config.ts';
+import type { Logger } from '../logger.ts';
+import { channelAgent } from './channel-agent.ts';
+import type { EdgePublisher } from './publisher.ts';
+import type { SniCertificates } from './sni-certificates.ts';
+import { type CompletedRequest, publishRequestOf, type TlsFacts } from './traffic-event.ts';
+
+// The edge (EDGE_HTTP_PORT, and EDGE_HTTPS_PORT with a certificate chosen by SNI): a request's
+// Host names the live session that serves it; the request goes to the agent through an SSH
+// channel and the answer streams back. Each completed request becomes an http_request_complete.v0
+// of the session's account. No session: 502; an agent that does not answer within
+// EDGE_RESPONSE_TIMEOUT_MS: 504; over HTTPS, a Host other than the TLS server name: 421.
+// A server name no certificate covers fails the handshake (alert handshake_failure): the
+// listener has no default certificate to fall back on.
+
+export interface EdgeDeps {
+  config: Config;
+  logger: Logger;
+  registry: SessionRegistry;
+  publisher: EdgePublisher;
+  /** Enforced `endpoints` IP restrictions; absent: not checked (ip_policy.decision `invalid`). */
+  ipAllowed?: IpAllowed;
+  /** The certificates of the HTTPS listener; absent: no HTTPS listener. */
+  sni?: SniCertificates;
+}
+
+export interface Edge {
+  /** The HTTP listener's port (EDGE_HTTP_PORT), when it runs. */
+  port: number | undefined;
+  /** The HTTPS listener's port (EDGE_HTTPS_PORT), when it runs. */
+  httpsPort: number | undefined;
+  /**
+   * Stops accepting and lets requests in flight finish for up to `graceMs` (then cuts them and
+   * any WebSocket), and waits until their events are durable.
+   */
+  close(graceMs: number): Promise<void>;
+}
+
+/** The Host header's name, lower-cased, without a port. */
+function hostOf(request: IncomingMessage): string {
+  const host = (request.headers.host ?? '').toLowerCase();
+  return host.startsWith('[') ? host : host.replace(/:\d+$/, '');
+}
+
+/** The request's headers for the agent, with who asked (X-Forwarded-For, -Host, -Proto). */
+function forwardedHeaders(
+  request: IncomingMessage,
+  host: string,
+  proto: string,
+): IncomingMessage['headers'] {
+  const client = request.socket.remoteAddress ?? '';
+  const before = request.headers['x-forwarded-for'];
+  return {
+    ...request.headers,
+    'x-forwarded-for': before === undefined ? client : `${before}, ${client}`,
+    'x-forwarded-host': host,
+    'x-forwarded-proto': proto,
+  };
+}
+
+/** A plain-text error page (the edge's own answers). */
+function errorPage(response: ServerResponse, status: number, text: string): void {
+  if (response.headersSent) {
+    response.destroy();
+    return;
+  }
+  response.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', connection: 'close' });
+  response.end(`${text}\n`);
+}
+
+/** Counts the bytes that pass through a stream. */
+function counted(stream: IncomingMessage): { bytes: number } {
+  const tally = { bytes: 0 };
+  stream.on('data', (chunk: Buffer) => {
+    tally.bytes += chunk.length;
+  });
+  return tally;
+}
+
+/** What the TLS session of a connection was (undefined over plain HTTP). */
+function tlsFactsOf(socket: Socket): TlsFacts | undefined {
+  const tls = socket as TLSSocket;
+  if (tls.encrypted !== true) return undefined;
+  // Empty unless the client sent one: the edge does not ask for client certificates.
+  const peer = tls.getPeerCertificate();
+  return {
+    version: tls.getProtocol() ?? '',
+    cipherSuite: tls.getCipher()?.standardName ?? '',
+    clientCert: peer?.serialNumber
+      ? { serialNumber: peer.serialNumber, subjectCn: String(peer.subject?.CN ?? '') }
+      : undefined,
+  };
+}
+
+/**
+ * The TLS server name of a connection whose certificate is not for `host` (421: the certificate
+ * checked was another name's, maybe another account's); undefined when they agree or on HTTP.
+ */
+function misdirectedFrom(socket: Socket, host: string): string | undefined {
+  const tls = socket as TLSSocket;
+  if (tls.encrypted !== true) return undefined;
+  const sni = typeof tls.servername === 'string' ? tls.servername.toLowerCase() : '';
+  return sni === host ? undefined : sni;
+}
+
+export async function startEdge(deps: EdgeDeps): Promise<Edge> {
+  const { config, logger, registry, publisher } = deps;
+  const connectedAt = new WeakMap<Socket, number>();
+  const serverOptions = { keepAliveTimeout: config.keepAliveTimeoutMs };
+  const servers: Server[] = [];
+  /** The edge's own address on the connection, as the originator of the agent's channel. */
+  const origin = (socket: Socket) => ({ ip: config.host, port: socket.localPort ?? 0 });
+
+  function onRequest(request: IncomingMessage, response: ServerResponse) {
+    const host = hostOf(request);
+    const sni = misdirectedFrom(request.socket, host);
+    if (sni !== undefined) {
+      request.resume();
+      return errorPage(response, 421, `This connection is for ${sni}, not ${host}.`);
+    }
+    const session = registry.byHost(host);
+    if (session === undefined) {
+      request.resume();
+      return errorPage(response, 502, `No agent is connected for ${host || 'this host'}.`);
+    }
+    admit(session, request).then(
+      (decision) => forward(session, host, request, response, decision),
+      (error: unknown) => {
+        logger.error({ err: error }, 'edge: IP restriction check failed');
+        errorPage(response, 503, 'The IP restriction check failed; retry.');
+      },
+    );
+  }
+
+  /** ip_policy.decision: the one call site of `endpoints` IP restrictions. */
+  async function admit(session: LiveSession, request: IncomingMessage): Promise<string> {
+    if (deps.ipAllowed === undefined) return 'invalid';
+    const { accountId } = session.facts.credential;
+    const ok = await deps.ipAllowed(accountId, 'endpoints', request.socket.remoteAddress ?? '');
+    return ok ? 'allow' : 'block';
+  }
+
+  function forward(
+    session: LiveSession,
+    host: string,
+    request: IncomingMessage,
+    response: ServerResponse,
+    ipDecision: string,
+  ): void {
+    const requestBody = counted(request);
+    const socket = request.socket;
+    // Read now: a closed socket forgets its addresses.
+    const conn = {
+      clientIp: socket.remoteAddress ?? '',
+      serverIp: socket.localAddress ?? '',
+      serverName: host,
+      serverPort: socket.localPort ?? 0,
+      startMs: connectedAt.get(socket) ?? Date.now(),
+    };
+    const tls = tlsFactsOf(socket);
+    const seen = { headers: {} as IncomingMessage['headers'], bytes: 0, reused: false, ipDecision };
+    // Every answer, the agent's or the edge's own 403/502/504, is one completed request.
+    response.once('close', () =>
+      report(session, { conn, tls }, request, response, requestBody.bytes, seen),
+    );
+    if (ipDecision === 'block') {
+      request.resume();
+      errorPage(response, 403, 'Your address is not allowed by an IP restriction.');
+      return;
+    }
+    const upstream = httpRequest({
+      agent: channelAgent(session, origin(socket)),
+      method: request.method,
+      path: request.url,
+      headers: forwardedHeaders(request, host, tls === undefined ? 'http' : 'https'),
+    });
+    const timer = setTimeout(() => {
+      upstream.destroy();
+      errorPage(response, 504, `The agent for ${host} did not answer in time.`);
+    }, config.edgeResponseTimeoutMs);
+    upstream.on('response', (answer) => {
+      clearTimeout(timer);
+      seen.headers = answer.headers;
+      seen.reused = upstream.reusedSocket;
+      answer.on('data', (chunk: Buffer) => {
+        seen.bytes += chunk.length;
+      });
+      response.writeHead(answer.statusCode ?? 502, answer.rawHeaders);
+      answer.pipe(response);
+    });
+    upstream.on('error', (error) => {
+      clearTimeout(timer);
+      logger.debug({ err: error, host }, 'edge: agent request failed');
+      const busy = (error as NodeJS.ErrnoException).code === TOO_MANY_CHANNELS;
+      errorPage(
+        response,
+        busy ? 503 : 502,
+        `The agent for ${host} is not reachable: ${error.message}.`,
+      );
+    });
+    request.pipe(upstream);
+  }
+
+  function report(
+    session: LiveSession,
+    { conn, tls }: Pick<CompletedRequest, 'conn' | 'tls'>,
+    request: IncomingMessage,
+    response: ServerResponse,
+    requestBytes: number,
+    seen: {
+      headers: IncomingMessage['headers'];
+      bytes: number;
+      reused: boolean;
+      ipDecision: string;
+    },
+  ): void {
+    publisher.publish(
+      publishRequestOf({
+        accountId: session.facts.credential.accountId,
+        conn,
+        tls,
+        request: {
+          method: request.method ?? '',
+          host: conn.serverName,
+          target: request.url ?? '/',
+          headers: request.headers,
+          bodyLength: requestBytes,
+        },
+        response: {
+          statusCode: response.statusCode,
+          headers: Object.keys(seen.headers).length > 0 ? seen.headers : response.getHeaders(),
+          bodyLength: seen.bytes,
+        },
+        connectionReused: seen.reused,
+        ipDecision: seen.ipDecision,
+        endMs: Date.now(),
+      }),
+    );
+  }
+
+  const upgraded = new Set<Duplex>();
+  function onUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer) {
+    upgraded.add(socket);
+    socket.once('close', () => upgraded.delete(socket));
+    const host = hostOf(request);
+    if (misdirectedFrom(request.socket, host) !== undefined) {
+      socket.end(
+        'HTTP/1.1 421 Misdirected Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n',
+      );
+      return;
+    }
+    const session = registry.byHost(host);
+    if (session === undefined) {
+      socket.end('HTTP/1.1 502 Bad Gateway\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+      return;
+    }
+    session.openChannel(origin(request.socket)).then(
+      (channel) => tunnelUpgrade(request, socket, head, channel),
+      () =>
+        socket.end('HTTP/1.1 502 Bad Gateway\r\nconnection: close\r\ncontent-length: 0\r\n\r\n'),
+    );
+  }
+
+  /** Serves the edge on `server` at `port`; its port once listening. */
+  async function listen(server: Server, port: number): Promise<number> {
+    servers.push(server);
+    server.on('request', onRequest);
+    server.on('upgrade', onUpgrade);
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, config.host, () => resolve());
+    });
+    return (server.address() as AddressInfo).port;
+  }
+
+  function close(graceMs: number): Promise<void>[] {
+    return servers.map((server) => {
+      const closed = new Promise((resolve) => server.close(resolve));
+      server.closeIdleConnections();
+      const grace = setTimeout(() => server.closeAllConnections(), graceMs);
+      return closed.then(() => clearTimeout(grace));
+    });
+  }
+
+  try {
+    const plain = createServer(serverOptions);
+    plain.on('connection', (socket: Socket) => connectedAt.set(socket, Date.now()));
+    const port =
+      config.edgeHttpPort === undefined ? undefined : await listen(plain, config.edgeHttpPort);
+    const httpsPort =
+      config.edgeHttpsPort === undefined || deps.sni === undefined
+        ? undefined
+        : await listen(httpsServer(deps.sni, connectedAt, serverOptions), config.edgeHttpsPort);
+    return {
+      port,
+      httpsPort,
+      async close(graceMs) {
+        const closing = close(graceMs);
+        for (const socket of upgraded) socket.destroy();
+        await Promise.all(closing);
+        await publisher.drain();
+      },
+    };
+  } catch (error) {
+    await Promise.all(close(0));
+    throw error;
+  }
+
+  /** The HTTPS listener: no default certificate, each handshake's chosen by its server name. */
+  function httpsServer(
+    sni: SniCertificates,
+    startedAt: WeakMap<Socket, number>,
+    options: typeof serverOptions,
+  ): Server {
+    const server = createHttpsServer({
+      ...options,
+      SNICallback: (serverName, done) => {
+        sni.contextFor(serverName).then(
+          (context) => done(null, context),
+          (error: Error) => {
+            logger.error({ err: error, serverName }, 'edge: certificate look-up failed');
+            done(error);
+          },
+        );
+      },
+    });
+    // The request's socket is the TLS one, which exists from the handshake's end.
+    server.on('secureConnection', (socket: Socket) => startedAt.set(socket, Date.now()));
+    server.on('tlsClientError', (error: Error) =>
+      logger.debug({ err: error }, 'edge: TLS handshake failed'),
+    );
+    return server as unknown as Server;
+  }
+}
+
+/** A WebSocket (any Upgrade): the request head goes to the agent, then bytes flow both ways. */
+function tunnelUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer, channel: Duplex) {
+  const lines = [`${request.method} ${request.url} HTTP/1.1`];
+  for (let i = 0; i < request.rawHeaders.length; i += 2) {
+    lines.push(`${request.rawHeaders[i]}: ${request.rawHeaders[i + 1]}`);
+  }
+  channel.write(`${lines.join('\r\n')}\r\n\r\n`);
+  if (head.length > 0) channel.write(head);
+  channel.pipe(socket).pipe(channel);
+  const end = () => {
+    socket.destroy();
+    channel.destroy();
+  };
+  socket.once('close', end);
+  channel.once('close', end);
+  socket.on('error', end);
+  channel.on('error', end);
+}

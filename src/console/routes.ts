@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { FastifyInstance } from 'fastify';
@@ -29,15 +29,9 @@ function files(): Map<string, { body: Buffer; type: string }> {
     ['/console', of(join(ASSETS, 'index.html'))],
     ['/console/vendor/preact-htm.js', of(PREACT_HTM)],
   ]);
-  for (const name of [
-    'app.js',
-    'api.js',
-    'pipeline.js',
-    'subscriptions.js',
-    'ingresses.js',
-    'console.css',
-  ]) {
-    served.set(`/console/${name}`, of(join(ASSETS, name)));
+  // Every script and style of the assets directory, by its name.
+  for (const name of readdirSync(ASSETS)) {
+    if (name !== 'index.html') served.set(`/console/${name}`, of(join(ASSETS, name)));
   }
   return served;
 }

@@ -1,10 +1,12 @@
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ClickHouseServer, startClickHouse } from '../helpers/clickhouse.ts';
 import { generateEvents } from '../helpers/events.ts';
 import { ingestClient, TEST_INGEST_TOKEN } from '../helpers/ingest-client.ts';
 import { TEST_BOOTSTRAP_KEY, useTestService } from '../helpers/service.ts';
+import { startSshAgent } from './agents-helpers.ts';
 
 // The console in a real browser: Debian's chromium (package `chromium`, .ci/apt-packages) driven
 // by playwright-core, which downloads no browser. The screenshots in docs/console/ are this
@@ -194,6 +196,29 @@ describe('the operator’s console at /console, in chromium', () => {
     }
     expect(await page.textContent(`${row} .certificate`)).toBe('off');
     await page.screenshot({ path: join(SHOTS, 'agent-ingresses.png'), fullPage: true });
+  });
+
+  it('shows a live agent session and stops it', async () => {
+    await page.click('header >> text=Agent sessions');
+    await page.waitForSelector('.no-sessions');
+    const credential = await ctx.api('POST', '/credentials', {});
+    const agent = startSshAgent(ctx.service, {
+      user: credential.body.token,
+      hostname: 'app.agents.console.example',
+      localPort: 9,
+    });
+    try {
+      const row = await page.waitForSelector('[data-session]', { timeout: 15_000 });
+      expect(await row.textContent()).toContain(credential.body.id);
+      await page.screenshot({ path: join(SHOTS, 'agent-sessions.png'), fullPage: true });
+      await page.click('[data-session] >> text=Stop');
+      await page.waitForSelector('.no-sessions');
+      expect(await Promise.race([agent.exited, sleep(5_000).then(() => 'still running')])).not.toBe(
+        'still running',
+      );
+    } finally {
+      await agent.kill();
+    }
   });
 
   it('loaded nothing from elsewhere and logged no error', () => {

@@ -1,6 +1,7 @@
 import { api, session } from '/console/api.js';
 import { IngressesPage } from '/console/ingresses.js';
 import { PipelinePage } from '/console/pipeline.js';
+import { SessionsPage } from '/console/sessions.js';
 import { SubscriptionsPage } from '/console/subscriptions.js';
 import { html, render, useEffect, useState } from '/console/vendor/preact-htm.js';
 
@@ -11,6 +12,7 @@ const PAGES = {
   pipeline: { title: 'Pipeline', Page: PipelinePage },
   subscriptions: { title: 'Subscriptions', Page: SubscriptionsPage },
   ingresses: { title: 'Agent Ingresses', Page: IngressesPage },
+  sessions: { title: 'Agent sessions', Page: SessionsPage },
 };
 
 function SignIn({ onSignedIn }) {

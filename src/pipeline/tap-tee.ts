@@ -7,9 +7,10 @@ import {
   type Projection,
 } from '../filter/index.ts';
 
-// The worker's half of a tap: while routing a request, copies out the records an open tap wants.
+// The worker's half of a tap (docs/decisions.md#taps): copies out the records an open tap wants.
 // Bounded per request, so a busy subscription costs a tap at most TEE_PER_REQUEST copies of
-// strings the routing made anyway; with no tap open, routing never calls into this module.
+// strings the routing made anyway; with no tap open, createTee answers undefined once per request
+// and routing does nothing more.
 
 /** What a tap watches. */
 export type TapTarget =

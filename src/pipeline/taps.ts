@@ -2,9 +2,9 @@ import { AppError } from '../errors.ts';
 import { newId } from '../ids.ts';
 import type { TapCatch, TapSpec, TapTarget } from './tap-tee.ts';
 
-// The main thread's half of a tap (docs/decisions.md#taps): what the workers caught (tap-tee.ts) goes into a small buffer
-// per tap, drained at the tap's rate cap. Lossy by design: a full buffer drops (and counts), so a
-// slow or paused reader never slows the pipeline, unlike a destination.
+// The main thread's half of a tap (docs/decisions.md#taps): what the workers caught
+// (tap-tee.ts) goes into a small buffer per tap, drained at the tap's rate cap. Lossy by design:
+// a full buffer drops (and counts), so a slow or paused reader never slows the pipeline.
 
 /** A tap's bounds: messages per second at most, and how long it stays open. */
 export interface TapBounds {

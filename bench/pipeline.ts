@@ -16,6 +16,30 @@ const EVENTS_PER_REQUEST = Number(process.env.BENCH_EVENTS_PER_REQUEST ?? 500);
 const ROUND_S = Number(process.env.BENCH_DURATION_S ?? 5);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
+// BENCH_TAP=1: a tap (at its highest rate) stays open on a catch-all subscription throughout.
+const TAP = process.env.BENCH_TAP === '1';
+
+/** Opens a tap on `subscriptionId` and reads it until `signal` aborts; counts its messages. */
+async function openTap(url: string, apiKey: string, subscriptionId: string, signal: AbortSignal) {
+  const response = await fetch(
+    `${url}/event_subscriptions/${subscriptionId}/tap?rate=100&max_seconds=600`,
+    {
+      headers: { authorization: `Bearer ${apiKey}` },
+      signal,
+    },
+  );
+  if (response.status !== 200) throw new Error(`tap: ${response.status} ${await response.text()}`);
+  const seen = { messages: 0 };
+  void (async () => {
+    const decoder = new TextDecoder();
+    try {
+      for await (const chunk of response.body!) {
+        seen.messages += decoder.decode(chunk, { stream: true }).split('event: event').length - 1;
+      }
+    } catch {}
+  })();
+  return seen;
+}
 
 async function load(url: string, bodies: Buffer[]) {
   const result = await autocannon({
@@ -42,7 +66,12 @@ async function load(url: string, bodies: Buffer[]) {
 
 const service = await startBenchService();
 const noop = await startNoop();
+const stopTap = new AbortController();
 try {
+  const catchAll = service.subscriptionIds.at(-1)!;
+  const tap = TAP
+    ? await openTap(service.url, service.apiKey, catchAll, stopTap.signal)
+    : undefined;
   const bodies = publishBodies(service.account, EVENTS_PER_REQUEST);
   const baseline: number[] = [];
   const measured: Awaited<ReturnType<typeof load>>[] = [];
@@ -73,8 +102,13 @@ try {
         `${last.latency.p50} / ${last.latency.p99}`,
       ],
       ['ratio', (value / base).toFixed(3)],
+      [
+        'tap open on a catch-all subscription (BENCH_TAP=1), messages read',
+        tap?.messages ?? 'no tap',
+      ],
     ],
   );
 } finally {
+  stopTap.abort();
   await Promise.all([service.stop(), noop.child.stop()]);
 }

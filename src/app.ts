@@ -7,10 +7,11 @@ import { openApiDocument } from './api/openapi.ts';
 import { createTokenSet } from './auth/tokens.ts';
 import type { Config } from './config.ts';
 import { createConnections } from './connections.ts';
+import { consoleRoutes } from './console/routes.ts';
 import { newId } from './ids.ts';
 import { ingestPlugin } from './ingest/ingest-plugin.ts';
 import type { Logger } from './logger.ts';
-import type { Metrics } from './metrics.ts';
+import { type Metrics, pipelineStats } from './metrics.ts';
 import type { RestrictionCache } from './net/restriction-cache.ts';
 import type { Pipeline } from './pipeline/pipeline.ts';
 import type { Keyring } from './secrets.ts';
@@ -101,6 +102,8 @@ export async function buildApp({
   // The REST API's OpenAPI document, built from the resource declarations; no API key needed.
   const openApi = openApiDocument(config.publicUrl);
   app.get('/openapi.json', async () => openApi);
+  // The operator's console: static files; the page calls the REST API with its own key.
+  await app.register(consoleRoutes);
   await app.register(restApi, {
     db: apiDb,
     config,
@@ -108,6 +111,11 @@ export async function buildApp({
     routes,
     destinationHealth: pipeline.destinationHealth,
     testDestination: pipeline.testDestination,
+    taps: pipeline.taps,
+    stats: () => {
+      pipeline.refreshGauges();
+      return pipelineStats(metrics);
+    },
     sessions,
     ipRestrictions,
     onObjectDeleted: (kind, id) => endSessionsOf(sessions, kind, id),

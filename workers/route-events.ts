@@ -28,7 +28,7 @@ export default function routeEvents(task: RouteTask): RouteResult {
       routing = compileRouting(task.config);
     }
     if (routing === undefined || routing.version !== task.version) return { kind: 'need-config' };
-    return routeRequest(routing, task.request, task.receivedAt, task.maxEvents);
+    return routeRequest(routing, task.request, task.receivedAt, task.maxEvents, task.taps);
   } catch (error) {
     return {
       kind: 'failed',

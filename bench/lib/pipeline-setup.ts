@@ -35,6 +35,10 @@ export interface BenchService {
   url: string;
   pid: number;
   account: string;
+  /** SUBSCRIPTIONS' ids, in order. */
+  subscriptionIds: string[];
+  /** The bootstrap API key, for REST calls (a tap). */
+  apiKey: string;
   dataDir: string;
   child: Child;
   /** Stops the service and deletes its DATA_DIR. */
@@ -78,6 +82,7 @@ export async function startBenchService(env: Record<string, string> = {}): Promi
     const account = ACCOUNT_LINE.exec(child.output())?.[1];
     if (account === undefined) throw new Error(`no account in the output:\n${child.output()}`);
     const destinations: string[] = [];
+    const subscriptionIds: string[] = [];
     for (const path of ['bench-a', 'bench-b']) {
       const created = await api('POST', '/event_destinations', { target: { file: { path } } });
       if (created.status !== 201) throw new Error(JSON.stringify(created.body));
@@ -94,10 +99,12 @@ export async function startBenchService(env: Record<string, string> = {}): Promi
         destination_ids: [destinations[i % 2]],
       });
       if (created.status !== 201) throw new Error(JSON.stringify(created.body));
+      subscriptionIds.push(created.body.id);
     }
     // Let the pipeline pick up its configuration.
     await new Promise((resolve) => setTimeout(resolve, 2500));
-    return { url, pid: child.process.pid!, account, dataDir, child, stop };
+    const pid = child.process.pid!;
+    return { url, pid, account, subscriptionIds, apiKey: API_KEY, dataDir, child, stop };
   } catch (err) {
     await stop();
     throw err;

@@ -1,6 +1,8 @@
 import type { SessionRegistry } from '../agents/registry.ts';
 import type { Config } from '../config.ts';
+import type { PipelineStats } from '../metrics.ts';
 import type { RestrictionCache } from '../net/restriction-cache.ts';
+import type { Taps } from '../pipeline/taps.ts';
 import type { TestDelivery } from '../pipeline/test-delivery.ts';
 import type { Keyring } from '../secrets.ts';
 import type { Db } from '../store/db.ts';
@@ -29,4 +31,8 @@ export interface ApiDeps {
    * endpoints) that check them; absent, the REST API makes its own.
    */
   ipRestrictions?: RestrictionCache;
+  /** The pipeline's open taps (GET …/tap, POST /filters/preview); absent: those answer 503. */
+  taps?: Taps;
+  /** The service-wide counters (GET /pipeline/stats); absent: it answers 503. */
+  stats?: () => Promise<PipelineStats>;
 }

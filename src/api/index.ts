@@ -15,6 +15,7 @@ import {
 import { FAMILIES } from './objects/families.ts';
 import { familyRoutes } from './objects/routes.ts';
 import { createRateLimitHook } from './rate-limit.ts';
+import { tapRoutes } from './tap/routes.ts';
 import { tunnelSessionRoutes } from './tunnel-sessions/routes.ts';
 
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
@@ -83,6 +84,7 @@ export async function restApi(
   await app.register(eventSubscriptionRoutes, deps);
   for (const family of FAMILIES) await app.register(familyRoutes(family), deps);
   await app.register(accountRoutes, deps);
+  await app.register(tapRoutes, deps);
   await app.register(tunnelSessionRoutes(deps.sessions), deps);
 
   collecting = false;

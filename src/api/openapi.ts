@@ -115,7 +115,12 @@ function operation(
   const success =
     route.status === 204
       ? { description: 'done; no body' }
-      : { description: 'OK', content: json(route.response ?? { type: 'object' }) };
+      : route.stream
+        ? {
+            description: "Server-Sent Events; each event's data is JSON of this schema",
+            content: { 'text/event-stream': { schema: route.response ?? { type: 'object' } } },
+          }
+        : { description: 'OK', content: json(route.response ?? { type: 'object' }) };
   return {
     operationId,
     summary: route.summary,

@@ -54,7 +54,31 @@ export interface ExtraRoute {
   request?: JsonSchema;
   response?: JsonSchema;
   query?: Record<string, string>;
+  /** Answers a stream of Server-Sent Events (text/event-stream) rather than one JSON body. */
+  stream?: boolean;
 }
+
+/** The query parameters every tap takes (src/pipeline/taps.ts TAP_LIMITS). */
+export const TAP_QUERY = {
+  rate: 'events per second at most (1-100, default 10); above it, a sample, each message says so',
+  max_seconds: 'how long the tap stays open (1-600, default 60)',
+};
+
+const TAP_SUMMARY =
+  'Stream (Server-Sent Events) what the subscription delivers now, after field selection; lossy, bounded';
+
+/** One event of a tap's stream, as its `data` says (events named `event`). */
+export const TAP_EVENT_SCHEMA = object({
+  event: { type: 'object', description: 'the record as the destination gets it' },
+  sampled: { type: 'boolean', description: 'true when skipped > 0: only a sample is shown' },
+  skipped: {
+    type: 'integer',
+    description: 'matched since the previous message and not shown (rate cap, full buffer)',
+  },
+  matched: { type: 'integer', description: 'matched since the tap opened' },
+  shown: { type: 'integer', description: 'shown since the tap opened, this one included' },
+  dropped: { type: 'integer', description: 'dropped so far because the buffer was full' },
+});
 
 /** One REST resource. */
 export interface Resource {
@@ -330,6 +354,26 @@ export const EVENT_SUBSCRIPTIONS: Resource = {
       summary: 'Remove a source',
       status: 204,
     },
+    {
+      name: 'tap',
+      method: 'GET',
+      path: '/{id}/tap',
+      summary: TAP_SUMMARY,
+      status: 200,
+      query: TAP_QUERY,
+      stream: true,
+      response: TAP_EVENT_SCHEMA,
+    },
+    {
+      name: 'sources.tap',
+      method: 'GET',
+      path: '/{id}/sources/{type}/tap',
+      summary: `${TAP_SUMMARY} (one source)`,
+      status: 200,
+      query: TAP_QUERY,
+      stream: true,
+      response: TAP_EVENT_SCHEMA,
+    },
   ],
 };
 
@@ -345,6 +389,34 @@ export const TOP_LEVEL_ROUTES: readonly ExtraRoute[] = [
     summary: 'The calling API key’s account (whoami): its id is what published events carry',
     status: 200,
     response: ref,
+  },
+  {
+    name: 'filters.preview',
+    method: 'POST',
+    path: '/filters/preview',
+    summary:
+      'Compile a filter and field selection (400 with the error position), then stream (SSE) what it would match now',
+    status: 200,
+    request: object(
+      {
+        type: { ...str, description: 'a traffic event type, e.g. http_request_complete.v0' },
+        filter: { ...str, description: 'CEL filter; empty: every event' },
+        fields: { ...strings, description: 'field selection; empty: every field' },
+      },
+      ['type'],
+    ),
+    query: TAP_QUERY,
+    stream: true,
+    response: TAP_EVENT_SCHEMA,
+  },
+  {
+    name: 'pipeline.stats',
+    method: 'GET',
+    path: '/pipeline/stats',
+    summary:
+      'The service-wide counters of /metrics as JSON; with Accept: text/event-stream, one every second',
+    status: 200,
+    response: { type: 'object' },
   },
   ...TUNNEL_SESSION_ROUTES,
 ];

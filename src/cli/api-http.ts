@@ -56,9 +56,32 @@ async function send(target: Target, method: string, url: URL, body?: unknown): P
     const cause = (error as { cause?: { message?: string } }).cause?.message ?? String(error);
     throw new CliFailure(`cannot reach ${url.origin}: ${cause}`, EXIT_UNREACHABLE);
   }
+  if (response.ok && response.headers.get('content-type')?.startsWith('text/event-stream')) {
+    await printEvents(response.body!);
+    return undefined;
+  }
   const text = await response.text();
   if (response.ok) return text === '' ? undefined : JSON.parse(text);
   throw new CliFailure(describeError(response, text), EXIT_API_ERROR);
+}
+
+/**
+ * Prints a stream of Server-Sent Events (a tap) as it arrives, one JSON line per event:
+ * `{"event": name, ...data}`, so `| jq` reads it; returns when the service ends it.
+ */
+async function printEvents(body: ReadableStream<Uint8Array>): Promise<void> {
+  let buffer = '';
+  for await (const chunk of body.pipeThrough(new TextDecoderStream())) {
+    buffer += chunk;
+    for (let end = buffer.indexOf('\n\n'); end >= 0; end = buffer.indexOf('\n\n')) {
+      const lines = buffer.slice(0, end).split('\n');
+      buffer = buffer.slice(end + 2);
+      const event = lines.find((line) => line.startsWith('event: '))?.slice(7);
+      const data = lines.find((line) => line.startsWith('data: '))?.slice(6);
+      if (event === undefined || data === undefined) continue;
+      process.stdout.write(`${JSON.stringify({ event, ...JSON.parse(data) })}\n`);
+    }
+  }
 }
 
 /** `ERR_CODE (status): msg`, the other details, and the operation id (body or header). */

@@ -11,6 +11,7 @@ import { deliverAll } from './deliver.ts';
 import type { DestinationHealth } from './destination.ts';
 import { createDestinations, type Destinations } from './destinations.ts';
 import { compileRouting, type Routing } from './routing.ts';
+import { createTaps, type Taps } from './taps.ts';
 import { deliverTestEvent, type TestDelivery } from './test-delivery.ts';
 import { createRoutePool, type RoutePool } from './worker-pool.ts';
 
@@ -47,6 +48,8 @@ export interface Pipeline {
   testDestination(accountId: string, id: string): Promise<TestDelivery>;
   /** Sets the gauges (destination states, backlog, workers) just before a scrape. */
   refreshGauges(): void;
+  /** The open taps (GET …/tap, POST /filters/preview): what the workers tee to them. */
+  readonly taps: Taps;
   /** The audit relay, for callers that want delivery now (tests, shutdown). */
   readonly relay: AuditRelay;
   /** Stops admitting requests, waits for the admitted ones to end, flushes every destination. */
@@ -85,6 +88,7 @@ export async function createPipeline(deps: {
     spoolMaxBytes: config.spoolMaxBytes,
     metrics,
   });
+  const taps = createTaps();
   let routing: Routing = compileRouting({ version: 0, subscriptions: [] });
   let reloading: Promise<void> | undefined;
   let reloadAgain: Promise<void> | undefined;
@@ -150,7 +154,7 @@ export async function createPipeline(deps: {
   ): Promise<Published> {
     let result: Awaited<ReturnType<RoutePool['route']>>;
     try {
-      result = await pool.route(request, receivedAt);
+      result = await pool.route(request, receivedAt, taps.specs());
     } catch (error) {
       if ((error as AppError).code !== 'ERR_BACKPRESSURE') {
         logger.error({ err: error }, 'route-events worker failed');
@@ -163,6 +167,7 @@ export async function createPipeline(deps: {
     }
     if (result.kind === 'invalid') throw new AppError('ERR_INVALID_EVENTS', result.message);
     if (result.kind === 'too-many') throw new AppError('ERR_BODY_TOO_LARGE', result.message);
+    if (result.tapped !== undefined) taps.offer(result.tapped);
     claim.take(result.bytes);
     try {
       await admitEvents?.(result.accepted);
@@ -178,6 +183,7 @@ export async function createPipeline(deps: {
 
   return {
     relay,
+    taps,
     reload,
     destinationHealth: (id) => destinations.health(id),
     testDestination: (accountId, id) => deliverTestEvent(destinations, id, accountId, { reload }),
@@ -222,6 +228,7 @@ export async function createPipeline(deps: {
     },
     async close() {
       clearInterval(poll);
+      taps.closeAll();
       await admission.close();
       await relay.close();
       await relay.drain().catch((error) => logger.warn({ err: error }, 'final audit relay failed'));

@@ -6,6 +6,7 @@ import { newId } from '../ids.ts';
 import type { EventRecord } from '../sinks/types.ts';
 import type { Routing } from './routing.ts';
 import { sampled } from './sampling.ts';
+import { createTee, type TapSpec } from './tap-tee.ts';
 import type { Delivery, RouteResult } from './worker-protocol.ts';
 
 const EVENT_ID = /^[\x21-\x7e]{1,128}$/;
@@ -34,6 +35,24 @@ function partitionKey(object: EventJson): string {
   return conn?.server_name || conn?.client_ip || '';
 }
 
+/** One delivered record: the event's envelope around its (selected) object. */
+function envelope(
+  eventId: string,
+  eventType: string,
+  timestamp: string,
+  accountId: string,
+  object: EventJson,
+): string {
+  return JSON.stringify({
+    event_id: eventId,
+    event_type: eventType,
+    event_timestamp: timestamp,
+    account_id: accountId,
+    principal: null,
+    object,
+  });
+}
+
 /**
  * The per-request work of the data plane: decode, validate every event (one bad event rejects
  * the request, so nothing of it is delivered), then for each event its account's routes: filter,
@@ -44,6 +63,7 @@ export function routeRequest(
   bytes: Uint8Array,
   receivedAt: number,
   maxEvents = Number.POSITIVE_INFINITY,
+  taps?: readonly TapSpec[],
 ): RouteResult {
   let events: DecodedEvent[];
   try {
@@ -66,15 +86,22 @@ export function routeRequest(
   const eventIds: string[] = new Array(events.length);
   let matched = 0;
   let jsonBytes = 0;
+  const tee = createTee(taps);
   for (let i = 0; i < events.length; i++) {
     const event = events[i];
     const eventId = event.eventId || newId('ev');
     eventIds[i] = eventId;
     const eventType = event.type!; // problem() checked every event
-    const routes = routing.routes(event.accountId, eventType);
-    if (routes.length === 0) continue;
     const object = event.object!;
     const timestamp = event.eventTimestamp ?? received;
+    const { accountId } = event;
+    if (tee !== undefined) {
+      tee.event(accountId, eventType, object, (selected) =>
+        envelope(eventId, eventType, timestamp, accountId, selected),
+      );
+    }
+    const routes = routing.routes(event.accountId, eventType);
+    if (routes.length === 0) continue;
     const key = partitionKey(object);
     // One serialization per distinct field selection, and one record per destination and
     // selection: subscriptions that agree share the work and never duplicate a line.
@@ -86,18 +113,13 @@ export function routeRequest(
       routedAny = true;
       let record = records.get(route.projectionKey);
       if (record === undefined) {
-        const json = JSON.stringify({
-          event_id: eventId,
-          event_type: eventType,
-          event_timestamp: timestamp,
-          account_id: event.accountId,
-          principal: null,
-          object: route.project === undefined ? object : route.project(object),
-        });
+        const selected = route.project === undefined ? object : route.project(object);
+        const json = envelope(eventId, eventType, timestamp, accountId, selected);
         record = { eventId, eventType, accountId: event.accountId, partitionKey: key, json };
         records.set(route.projectionKey, record);
         jsonBytes += json.length;
       }
+      tee?.routed(route.subscriptionId, eventType, record.json);
       for (const destinationId of route.destinationIds) {
         const batch = byDestination.get(destinationId);
         if (batch === undefined) byDestination.set(destinationId, [record]);
@@ -120,5 +142,6 @@ export function routeRequest(
     matched,
     deliveries,
     bytes: jsonBytes,
+    ...(tee === undefined ? {} : { tapped: tee.catches() }),
   };
 }

@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import { Piscina } from 'piscina';
 import { AppError } from '../errors.ts';
 import type { RoutingConfig } from './routing.ts';
+import type { TapSpec } from './tap-tee.ts';
 import type { RouteResult, RouteTask } from './worker-protocol.ts';
 
 const WORKER_FILE = join(import.meta.dirname, '..', '..', 'workers', 'route-events.ts');
@@ -16,6 +17,7 @@ export interface RoutePool {
   route(
     request: Uint8Array,
     receivedAt: number,
+    taps?: readonly TapSpec[],
   ): Promise<Exclude<RouteResult, { kind: 'need-config' }>>;
   /** Makes `config` current: tasks from now on carry its version. */
   setConfig(config: RoutingConfig): void;
@@ -76,10 +78,10 @@ export function createRoutePool(options: {
   }
 
   return {
-    async route(request, receivedAt) {
+    async route(request, receivedAt, taps) {
       const current = config;
       const { maxEvents } = options;
-      const task = { version: current.version, request, receivedAt, maxEvents };
+      const task = { version: current.version, request, receivedAt, maxEvents, taps };
       const first = await run(task);
       if (first.kind !== 'need-config') return first;
       const second = await run({ ...task, config: current });

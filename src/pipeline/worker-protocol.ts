@@ -1,5 +1,6 @@
 import type { EventRecord } from '../sinks/types.ts';
 import type { RoutingConfig } from './routing.ts';
+import type { TapCatch, TapSpec } from './tap-tee.ts';
 
 // The typed boundary between the ingest thread and the route-events workers: one task per
 // Publish request (never per event), one result per task.
@@ -15,6 +16,8 @@ export interface RouteTask {
   receivedAt: number;
   /** A request with more events is refused before they are decoded (MAX_INGEST_EVENTS). */
   maxEvents: number;
+  /** The taps open now (tap-tee.ts); absent when none is, which is the usual case. */
+  taps?: readonly TapSpec[];
 }
 
 /** The records one destination must make durable for the request to be acknowledged. */
@@ -39,4 +42,6 @@ export type RouteResult =
       deliveries: Delivery[];
       /** Size of the records' JSON, characters (each record once, however many destinations share it). */
       bytes: number;
+      /** What the open taps caught; present only when the task carried taps. */
+      tapped?: TapCatch[];
     };

@@ -189,6 +189,30 @@ describe('cli api', () => {
     ]);
     expect(got).toEqual(changed);
     await ok(['event_subscriptions', 'sources-delete', sub.id, 'tcp_connection_closed.v0']);
+    // A tap prints its events as JSON lines while it runs, and ends at --max-seconds.
+    const tap = await api(['event_subscriptions', 'tap', sub.id, '--max-seconds', '1']);
+    expect(tap.code).toBe(0);
+    expect(
+      tap.stdout
+        .trimEnd()
+        .split('\n')
+        .map((line) => JSON.parse(line)),
+    ).toEqual([
+      { event: 'open', rate: 10, max_seconds: 1 },
+      { event: 'end', reason: 'max_duration', matched: 0, shown: 0 },
+    ]);
+    const badFilter = await api([
+      'filters',
+      'preview',
+      '--type',
+      'http_request_complete.v0',
+      '--filter',
+      'conn.',
+    ]);
+    expect(badFilter.code).toBe(1);
+    expect(badFilter.stderr).toContain('ERR_INVALID_FILTER (400)');
+    expect(badFilter.stderr).toContain('"position"');
+    expect(await ok(['pipeline', 'stats'])).toMatchObject({ events_received: expect.any(Number) });
     // --json gives the whole body; DELETE's query parameters are options too.
     const renamed = await ok([
       'event_destinations',

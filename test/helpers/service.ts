@@ -36,7 +36,7 @@ export async function startTestService(
   return startService(config, createLogger(config.logLevel));
 }
 
-/** A response: status, parsed JSON body (or null), headers. */
+/** A response: status, parsed JSON body (or null; an event stream's text), headers. */
 export interface ApiResponse {
   status: number;
   body: any;
@@ -60,9 +60,11 @@ export function apiClient(baseUrl: string, token?: string) {
     }
     const response = await fetch(`${baseUrl}${path}`, init);
     const text = await response.text();
+    // An event stream (a tap, read to its end) is its text; anything else is JSON.
+    const stream = response.headers.get('content-type')?.startsWith('text/event-stream');
     return {
       status: response.status,
-      body: text === '' ? null : JSON.parse(text),
+      body: stream ? text : text === '' ? null : JSON.parse(text),
       headers: response.headers,
     };
   };

@@ -201,6 +201,23 @@ describe.each(STORES)('account isolation sweep over every REST route on $kind', 
     exercised.add(`GET ${whoami.path}`);
   });
 
+  it('shows B no trace of A in the live views (filter preview, pipeline counters)', async () => {
+    // The preview is B's own (its account's events only; test/integration/tap.test.ts publishes
+    // into it); here: it opens, ends at its bound, and names nothing of A.
+    const preview = await b('POST', '/filters/preview?max_seconds=1', {
+      type: SOURCE_TYPE,
+      filter: '',
+    });
+    expect(preview.status).toBe(200);
+    expect(preview.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    expect(JSON.stringify(preview.body)).not.toContain(accountA);
+    exercised.add('POST /filters/preview');
+    const stats = await b('GET', '/pipeline/stats');
+    expect(stats.status).toBe(200);
+    expect(JSON.stringify(stats.body)).not.toContain(accountA);
+    exercised.add('GET /pipeline/stats');
+  });
+
   it('never lists A’s live tunnel sessions to B', async () => {
     const sessionA = (idsA as Record<string, string>).tunnel_sessions;
     expect((await a('GET', '/tunnel_sessions')).body.tunnel_sessions[0].id).toBe(sessionA);
@@ -236,7 +253,10 @@ describe.each(STORES)('account isolation sweep over every REST route on $kind', 
 
   it('refuses B’s references to A’s objects in its own creates and updates', async () => {
     // A subscription of B pointing at A's destination: the destination does not exist for B.
-    const creates = service.routes.filter((r) => r.method === 'POST' && !r.url.includes(':'));
+    const topLevel = new Set(TOP_LEVEL_ROUTES.map((route) => route.path));
+    const creates = service.routes.filter(
+      (r) => r.method === 'POST' && !r.url.includes(':') && !topLevel.has(r.url),
+    );
     expect(creates.map((r) => resourceOf(r.url)).sort()).toEqual(Object.keys(RESOURCES).sort());
     const stolen = createBody('event_subscriptions', 'iso-b', idsA);
     expectError(

@@ -6,6 +6,7 @@ import {
 } from '../../src/gen/agent_ingress/ingest/v0/ingest_pb.ts';
 import { routeRequest } from '../../src/pipeline/route-events.ts';
 import { compileRouting, type RoutingConfig } from '../../src/pipeline/routing.ts';
+import { type TapSpec, TEE_PER_REQUEST } from '../../src/pipeline/tap-tee.ts';
 import { generateEvents } from '../helpers/events.ts';
 
 const HTTP = 'http_request_complete.v0';
@@ -110,5 +111,51 @@ describe('routeRequest', () => {
     // Two destinations share each record: its JSON counts once.
     const json = result.deliveries[0].records.reduce((n, r) => n + r.json.length, 0);
     expect(result.bytes).toBe(json);
+  });
+});
+
+describe('routeRequest with taps (tap-tee.ts)', () => {
+  const routing = compileRouting(
+    config([
+      {
+        id: 's1',
+        accountId: 'ac_a',
+        sources: [{ type: HTTP, filter: 'conn.server_port == 443', fields: ['conn.server_port'] }],
+        destinationIds: ['d1'],
+      },
+    ]),
+  );
+
+  it('tees nothing and adds nothing to the result while no tap is open', () => {
+    const { bytes } = request(20);
+    const result = routeRequest(routing, bytes, Date.now(), Number.POSITIVE_INFINITY, undefined);
+    expect(result).not.toHaveProperty('tapped');
+  });
+
+  it('gives a subscription tap its delivered records and a preview its own filter’s, bounded', () => {
+    const { events, bytes } = request(60, ['ac_a', 'ac_b']);
+    const taps = [
+      { id: 'tap_s', kind: 'subscription', subscriptionId: 's1' },
+      {
+        id: 'tap_other',
+        kind: 'subscription',
+        subscriptionId: 's1',
+        type: 'tcp_connection_closed.v0',
+      },
+      { id: 'tap_p', kind: 'preview', accountId: 'ac_b', type: HTTP, filter: '', fields: [] },
+    ] satisfies TapSpec[];
+    const result = routeRequest(routing, bytes, Date.now(), Number.POSITIVE_INFINITY, taps);
+    if (result.kind !== 'routed') throw new Error(result.kind);
+    const byId = Object.fromEntries((result.tapped ?? []).map((c) => [c.id, c]));
+    const delivered = result.deliveries[0].records;
+    expect(byId.tap_s.matched).toBe(delivered.length);
+    expect(byId.tap_s.records).toEqual(
+      delivered.slice(0, TEE_PER_REQUEST).map((record) => record.json),
+    );
+    expect(byId.tap_other).toBeUndefined();
+    const ofB = events.filter((event) => event.accountId === 'ac_b').length;
+    expect(byId.tap_p.matched).toBe(ofB);
+    expect(byId.tap_p.records).toHaveLength(Math.min(ofB, TEE_PER_REQUEST));
+    for (const json of byId.tap_p.records) expect(JSON.parse(json).account_id).toBe('ac_b');
   });
 });

@@ -1,17 +1,25 @@
 import { createServer } from 'node:net';
 
-/** A TCP port free on 127.0.0.1 right now, for servers that cannot bind port 0 themselves. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/** True when `port` can be listened on at 127.0.0.1 right now. */
+function canListen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const server = createServer();
     server.unref();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() =>
-        port > 0 ? resolve(port) : reject(new Error('freePort: no port assigned')),
-      );
-    });
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
   });
+}
+
+/**
+ * A TCP port free on 127.0.0.1 right now, for servers that are told their port before they
+ * start. It is taken below Linux's ephemeral range (32768 and up): a port from there could be
+ * taken, between this check and the server's bind, by any listener on port 0 or any outgoing
+ * connection of the tests running in parallel (seen: EADDRINUSE in CI).
+ */
+export async function freePort(): Promise<number> {
+  for (let tries = 0; tries < 100; tries++) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    if (await canListen(port)) return port;
+  }
+  throw new Error('freePort: no free port in 20000-31999');
 }

@@ -2,7 +2,11 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RESOURCES } from '../../src/api/resource-list.ts';
-import { AUDIT_RESOURCES, auditEventType } from '../../src/catalogue/event-types.ts';
+import {
+  AGENT_SESSION_EVENT_TYPES,
+  AUDIT_EVENT_TYPES,
+  AUDIT_RESOURCES,
+} from '../../src/catalogue/event-types.ts';
 import type { Service } from '../../src/service.ts';
 import {
   type ApiClient,
@@ -166,6 +170,11 @@ const SPEC_FIELDS: Record<string, string[]> = {
   tunnel_credential: ['id', 'uri', 'created_at', 'description', 'metadata', 'token', 'acl'],
 };
 
+/** Every `_created/_updated/_deleted` kind: the catalogue's audit kinds but the session ones. */
+const CHANGE_KINDS = AUDIT_EVENT_TYPES.filter(
+  (type) => !(AGENT_SESSION_EVENT_TYPES as readonly string[]).includes(type),
+);
+
 /**
  * True when `object` has the dotted field: the first name is a key; below a null it stops
  * (an absent certificate has no id); below a list every element has the rest.
@@ -202,11 +211,7 @@ describe('every audit kind of the catalogue, from the API to a file destination'
       target: { file: { path: 'audit' } },
     });
     expect(destination.status).toBe(201);
-    const sources = AUDIT_RESOURCES.flatMap((resource) =>
-      (['created', 'updated', 'deleted'] as const).map((action) => ({
-        type: auditEventType(resource, action),
-      })),
-    );
+    const sources = CHANGE_KINDS.map((type) => ({ type }));
     const subscription = await api('POST', '/event_subscriptions', {
       sources,
       destination_ids: [destination.body.id],
@@ -249,11 +254,7 @@ describe('every audit kind of the catalogue, from the API to a file destination'
       }
     }
 
-    const expected = AUDIT_RESOURCES.flatMap((resource) =>
-      (['created', 'updated', 'deleted'] as const).map((action) =>
-        auditEventType(resource, action),
-      ),
-    );
+    const expected = [...CHANGE_KINDS];
     let events = readAudit(dir);
     for (let waited = 0; waited < 15_000; waited += 100) {
       const seen = new Set(events.map((event) => event.event_type));

@@ -2,6 +2,7 @@ import { Ngrok } from '@ngrok/ngrok-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Service } from '../../src/service.ts';
 import { expectError } from '../helpers/expect-error.ts';
+import { clientDelete } from '../helpers/ngrok-client.ts';
 import {
   type ApiClient,
   apiClient,
@@ -13,12 +14,6 @@ import { pgliteStore, type TestStore } from '../helpers/stores.ts';
 // ngrok's official TypeScript client, unmodified, on the network families: IP policies, rules,
 // restrictions and reserved TCP addresses. Its `delete` parses the empty 204 answer as JSON and
 // so rejects (README: "ngrok's API clients"); each test checks with a GET that the object is gone.
-
-async function clientDelete(run: () => Promise<unknown>): Promise<void> {
-  await run().catch((error: Error) => {
-    expect(error.message).toContain('"invalid js');
-  });
-}
 
 describe('ngrok’s official API client on the network families', () => {
   let store: TestStore;

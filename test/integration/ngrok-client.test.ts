@@ -3,6 +3,7 @@ import type { EventTarget } from '@ngrok/ngrok-api/lib/datatypes.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Service } from '../../src/service.ts';
 import { expectError } from '../helpers/expect-error.ts';
+import { clientDelete } from '../helpers/ngrok-client.ts';
 import {
   type ApiClient,
   apiClient,
@@ -15,13 +16,6 @@ import { pgliteStore, type TestStore } from '../helpers/stores.ts';
 // on the resources this service implements. Its `delete` parses the empty 204 answer as JSON
 // and so rejects against api.ngrok.com too (README: "ngrok's API clients"); each test checks
 // with a GET that the object is gone.
-
-/** Runs a client delete: the only failure allowed is the client's own parsing of the 204. */
-async function clientDelete(run: () => Promise<unknown>): Promise<void> {
-  await run().catch((error: Error) => {
-    expect(error.message).toContain('"invalid js');
-  });
-}
 
 /** A target of this deployment, typed as ngrok's model (which has no file/kafka/clickhouse). */
 const fileTarget = (path: string) => ({ file: { path } }) as unknown as EventTarget;

@@ -9,8 +9,11 @@ import { apiClient } from '../helpers/service.ts';
 const ROOT = join(import.meta.dirname, '..', '..');
 
 /** Starts `npm start`'s command as a user would, and waits for the line saying where it listens. */
-async function startProcess(env: Record<string, string>) {
-  const child = spawn(process.execPath, ['src/main.ts'], {
+async function startProcess(
+  env: Record<string, string>,
+  command = [process.execPath, 'src/main.ts'],
+) {
+  const child = spawn(command[0], command.slice(1), {
     cwd: ROOT,
     env: { ...process.env, LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -44,6 +47,15 @@ function stop(child: ChildProcess): Promise<number | null> {
     child.once('exit', (code) => resolve(code));
     child.kill('SIGTERM');
   });
+}
+
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 describe('the service as a process', () => {
@@ -88,6 +100,18 @@ describe('the service as a process', () => {
     expect(again.body.metadata).toBe('{"v":1}');
     expect((await api('DELETE', `/agent_ingresses/${created.body.id}`)).status).toBe(204);
     expect(await stop(second.child)).toBe(0);
+  });
+
+  it('`npm start` passes SIGTERM on to the service, which shuts down and exits', async () => {
+    const port = await freePort();
+    const listeners = { SSH_PORT: 'off', EDGE_HTTP_PORT: 'off', EDGE_HTTPS_PORT: 'off' };
+    const env = { PORT: String(port), DATA_DIR: dataDir, LOG_LEVEL: 'info', ...listeners };
+    const started = await startProcess(env, ['npm', 'start', '--silent']);
+    const servicePid = JSON.parse(started.logs().split('\n')[0]).pid;
+    expect(servicePid).not.toBe(started.child.pid);
+    await stop(started.child);
+    await expect.poll(() => isRunning(servicePid), { timeout: 15_000 }).toBe(false);
+    expect(started.logs()).toContain('"msg":"shutting down"');
   });
 
   it('refuses to start on invalid configuration with one clear line', async () => {

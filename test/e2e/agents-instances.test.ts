@@ -51,9 +51,7 @@ async function upgradeEcho(edgePort: number, host: string, message: string): Pro
   socket.on('data', (chunk: Buffer) => {
     received += chunk.toString('utf8');
   });
-  socket.write(
-    `GET /ws HTTP/1.1\r\nHost: ${host}\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n`,
-  );
+  socket.write(`GET /ws HTTP/1.1\r\nHost: ${host}\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n`);
   try {
     await eventually(() => (received.includes('\r\n\r\n') ? true : undefined), 'the 101');
     expect(received.split('\r\n')[0]).toBe('HTTP/1.1 101 Switching Protocols');
@@ -84,7 +82,10 @@ describe('several instances on one PostgreSQL store', () => {
     const envB = await instanceEnv(store, secretsKey);
     portsA = envA.ports;
     portsB = envB.ports;
-    dirs.push(mkdtempSync(join(tmpdir(), 'agin-inst-a-')), mkdtempSync(join(tmpdir(), 'agin-inst-b-')));
+    dirs.push(
+      mkdtempSync(join(tmpdir(), 'agin-inst-a-')),
+      mkdtempSync(join(tmpdir(), 'agin-inst-b-')),
+    );
     // A first: it makes the store and the first key; B starts on it (the same key works on both).
     a = await startServiceProcess({ dataDir: dirs[0], env: envA.env });
     accountId = (await a.api('GET', '/account')).body.id;
@@ -104,7 +105,9 @@ describe('several instances on one PostgreSQL store', () => {
     echo = await startEchoServer();
     // The agent's local server also speaks a trivial upgraded protocol: it echoes bytes.
     echo.server.on('upgrade', (_request, socket) => {
-      socket.write('HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n');
+      socket.write(
+        'HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n',
+      );
       socket.pipe(socket);
     });
   });
@@ -126,7 +129,10 @@ describe('several instances on one PostgreSQL store', () => {
 
   /** An agent on the instance at `sshPort` bound to `hostname`, once `lister` lists it. */
   async function bound(sshPort: number, hostname: string, lister: ServiceProcess) {
-    const agent = startSshAgent({ sshPort }, { user: await token(lister), hostname, localPort: echo.port });
+    const agent = startSshAgent(
+      { sshPort },
+      { user: await token(lister), hostname, localPort: echo.port },
+    );
     agents.push(agent);
     const session = await eventually(async () => {
       if (agent.child.exitCode !== null) throw new Error(`ssh exited: ${agent.output()}`);
@@ -163,7 +169,10 @@ describe('several instances on one PostgreSQL store', () => {
       forwardedFor: '127.0.0.1',
       body: '',
     });
-    const posted = await curl(portsB.edge, hostname, '/upload', ['--data-binary', 'y'.repeat(100_000)]);
+    const posted = await curl(portsB.edge, hostname, '/upload', [
+      '--data-binary',
+      'y'.repeat(100_000),
+    ]);
     expect(JSON.parse(posted.body).body).toBe('y'.repeat(100_000));
 
     const [event] = await eventually(() => {
@@ -257,7 +266,9 @@ describe('several instances on one PostgreSQL store', () => {
     await eventually(
       async () => {
         const list = await b.api('GET', '/tunnel_sessions');
-        const held = list.body.tunnel_sessions.some((s: { metadata: string }) => s.metadata === hostname);
+        const held = list.body.tunnel_sessions.some(
+          (s: { metadata: string }) => s.metadata === hostname,
+        );
         return held ? undefined : true;
       },
       'the lease to lapse',

@@ -66,7 +66,9 @@ describe.each(STORES)('the shared session registry on $kind', ({ open }) => {
 
   it('refuses a claim past the account limit, and claims at once are each admitted or refused', async () => {
     const claims = await Promise.all(
-      ['1', '2', '3', '4', '5'].map((n) => claimSession(db, row('ac_limit', `${n}.example.com`), LONG)),
+      ['1', '2', '3', '4', '5'].map((n) =>
+        claimSession(db, row('ac_limit', `${n}.example.com`), LONG),
+      ),
     );
     expect(claims.filter((claim) => claim === undefined)).toHaveLength(3);
     expect(claims.filter((claim) => claim !== undefined)).toEqual([{ full: true }, { full: true }]);

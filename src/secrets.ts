@@ -24,8 +24,11 @@ export interface Keyring {
   open(value: string): string;
   /** True when the value is not sealed with the current key (in clear, or an older key). */
   stale(value: string): boolean;
-  /** A key for `purpose` derived from the current key (instances sharing SECRETS_KEY agree). */
-  derive(purpose: string): Buffer;
+  /**
+   * Keys for `purpose` derived from the current key (first) and the previous ones, so instances
+   * sharing SECRETS_KEY agree, also midway through a rotation.
+   */
+  derive(purpose: string): Buffer[];
 }
 
 /** A key's id: the first 8 characters of its SHA-256 in base64url. */
@@ -67,7 +70,8 @@ export function createKeyring(current: Buffer, previous: readonly Buffer[] = [])
       }
     },
     stale: (value) => !value.startsWith(`${PREFIX}${currentId}:`),
-    derive: (purpose) => createHmac('sha256', current).update(purpose).digest(),
+    derive: (purpose) =>
+      [current, ...previous].map((key) => createHmac('sha256', key).update(purpose).digest()),
   };
 }
 

@@ -33,7 +33,7 @@ const LEASE_MS = 4_000;
 async function instanceEnv(store: TestStore, secretsKey: string) {
   const ports = { ssh: await freePort(), edge: await freePort(), internal: await freePort() };
   const env = {
-    DATABASE_URL: store.env.DATABASE_URL,
+    DATABASE_URL: store.env.DATABASE_URL!,
     SECRETS_KEY: secretsKey,
     SSH_PORT: String(ports.ssh),
     EDGE_HTTP_PORT: String(ports.edge),

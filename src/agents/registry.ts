@@ -92,11 +92,16 @@ export function createSessionRegistry(deps: SessionRegistryDeps): SessionRegistr
   const byId = new Map<string, LiveSession>();
   const byHost = new Map<string, LiveSession>();
 
-  /** Renews this instance's leases; a session whose row is gone (its lease lapsed) ends. */
+  /**
+   * Renews this instance's leases; a session whose row is gone (its lease lapsed) ends, and so
+   * does one whose credential another instance deleted.
+   */
   async function renew(): Promise<void> {
-    const recorded = await renewSessions(db, owner.id, leaseMs);
+    const { recorded, credentialGone } = await renewSessions(db, owner.id, leaseMs);
     for (const session of byId.values()) {
-      if (!recorded.has(session.facts.id)) void session.end(STOP_REASONS.leaseLapsed);
+      const { id } = session.facts;
+      if (!recorded.has(id)) void session.end(STOP_REASONS.leaseLapsed);
+      else if (credentialGone.has(id)) void session.end(STOP_REASONS.credentialDeleted);
     }
   }
   const timer = setInterval(() => {

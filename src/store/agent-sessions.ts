@@ -72,17 +72,25 @@ export async function releaseSession(db: Queryable, id: string, ownerId: string)
   await db.query('DELETE FROM agent_sessions WHERE id = $1 AND owner_id = $2', [id, ownerId]);
 }
 
-/** Extends the lease of every session of `ownerId`; the ids still recorded. */
+/**
+ * Extends the lease of every session of `ownerId`: the ids still recorded, and those among them
+ * whose credential is gone (deleted through another instance).
+ */
 export async function renewSessions(
   db: Queryable,
   ownerId: string,
   leaseMs: number,
-): Promise<Set<string>> {
-  const renewed = await db.query<{ id: string }>(
-    `UPDATE agent_sessions SET lease_until = ${lease(2)} WHERE owner_id = $1 RETURNING id`,
+): Promise<{ recorded: Set<string>; credentialGone: Set<string> }> {
+  const renewed = await db.query<{ id: string; credential_live: boolean }>(
+    `UPDATE agent_sessions s SET lease_until = ${lease(2)} WHERE owner_id = $1
+     RETURNING id, EXISTS (SELECT 1 FROM account_objects o WHERE o.id = s.credential_id)
+       AS credential_live`,
     [ownerId, leaseMs],
   );
-  return new Set(renewed.rows.map((row) => row.id));
+  return {
+    recorded: new Set(renewed.rows.map((row) => row.id)),
+    credentialGone: new Set(renewed.rows.filter((r) => !r.credential_live).map((r) => r.id)),
+  };
 }
 
 /** The live session serving `endpoint`, whichever instance owns it. */

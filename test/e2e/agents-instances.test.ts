@@ -122,9 +122,13 @@ describe('several instances on one PostgreSQL store', () => {
 
   /** A credential's authtoken, made through `instance`. */
   async function token(instance = a): Promise<string> {
+    return (await credential(instance)).token;
+  }
+
+  async function credential(instance: ServiceProcess): Promise<{ id: string; token: string }> {
     const created = await instance.api('POST', '/credentials', {});
     expect(created.status, JSON.stringify(created.body)).toBe(201);
-    return created.body.token;
+    return created.body;
   }
 
   /** An agent on the instance at `sshPort` bound to `hostname`, once `lister` lists it. */
@@ -251,6 +255,21 @@ describe('several instances on one PostgreSQL store', () => {
     const gone = await curl(portsB.edge, hostname, '/after');
     expect(gone.status).toBe(502);
     expect(gone.body).toContain(`No agent is connected for ${hostname}`);
+  });
+
+  it('ends a session on A whose credential is deleted through B', async () => {
+    const hostname = `revoked.${DOMAIN}`;
+    const { id, token: user } = await credential(b);
+    const agent = startSshAgent({ sshPort: portsA.ssh }, { user, hostname, localPort: echo.port });
+    agents.push(agent);
+    await eventually(async () => {
+      if (agent.child.exitCode !== null) throw new Error(`ssh exited: ${agent.output()}`);
+      return (await curl(portsB.edge, hostname, '/ok')).status === 200 ? true : undefined;
+    }, 'the session through B');
+    expect((await b.api('DELETE', `/credentials/${id}`)).status).toBe(204);
+    // A sees it at its next lease renewal (every third of SESSION_LEASE_MS).
+    expect(await agent.exited).not.toBe(0);
+    expect(agent.output()).toContain(STOP_REASONS.credentialDeleted);
   });
 
   it('forgets the sessions of a crashed instance once their lease lapses', async () => {

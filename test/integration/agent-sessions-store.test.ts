@@ -90,7 +90,9 @@ describe.each(STORES)('the shared session registry on $kind', ({ open }) => {
     expect(await claimSession(db, renewed, short)).toBeUndefined();
     for (let i = 0; i < 13; i++) {
       await sleep(100);
-      expect(await renewSessions(db, 'inst_live', short.leaseMs)).toEqual(new Set([renewed.id]));
+      expect((await renewSessions(db, 'inst_live', short.leaseMs)).recorded).toEqual(
+        new Set([renewed.id]),
+      );
     }
     expect(await sessionOfEndpoint(db, 'crashed.example.com')).toBeUndefined();
     expect((await sessionOfEndpoint(db, 'renewed.example.com'))?.id).toBe(renewed.id);
@@ -99,8 +101,12 @@ describe.each(STORES)('the shared session registry on $kind', ({ open }) => {
     // The lapsed row no longer holds its endpoint.
     const next = row('ac_other', 'crashed.example.com', 'inst_b');
     expect(await claimSession(db, next, short)).toBeUndefined();
+    // These rows' credential (cr_1) is no account object: their owner is told to end them.
+    expect((await renewSessions(db, 'inst_live', short.leaseMs)).credentialGone).toEqual(
+      new Set([renewed.id]),
+    );
     // Its owner, come back, finds it gone (and so ends the session it still had).
-    expect(await renewSessions(db, 'inst_gone', short.leaseMs)).toEqual(new Set());
+    expect((await renewSessions(db, 'inst_gone', short.leaseMs)).recorded).toEqual(new Set());
   });
 
   it('releases only its owner’s row', async () => {

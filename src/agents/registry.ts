@@ -109,6 +109,11 @@ export function createSessionRegistry(deps: SessionRegistryDeps): SessionRegistr
   }, leaseMs / 3);
   timer.unref();
 
+  const get = (accountId: string, id: string) => {
+    const session = byId.get(id);
+    return session?.facts.credential.accountId === accountId ? session : undefined;
+  };
+
   return {
     owner,
     async claim(session) {
@@ -130,13 +135,10 @@ export function createSessionRegistry(deps: SessionRegistryDeps): SessionRegistr
       await releaseSession(db, session.facts.id, owner.id);
     },
     byHost: (hostname) => byHost.get(hostname),
-    get(accountId, id) {
-      const session = byId.get(id);
-      return session?.facts.credential.accountId === accountId ? session : undefined;
-    },
+    get,
     all: () => [...byId.values()],
     async stop(accountId, id, principal) {
-      const local = this.get(accountId, id);
+      const local = get(accountId, id);
       if (local !== undefined) {
         await local.end(STOP_REASONS.api, principal);
         return true;

@@ -16,6 +16,7 @@ import type { Logger } from '../logger.ts';
 import { channelAgent } from './channel-agent.ts';
 import type { EdgePublisher } from './publisher.ts';
 import { RELAY_HEADER } from './relay-auth.ts';
+import type { EdgeRelay } from './relay-client.ts';
 import type { SniCertificates } from './sni-certificates.ts';
 import { type CompletedRequest, publishRequestOf, type TlsFacts } from './traffic-event.ts';
 
@@ -44,25 +45,6 @@ export interface EdgeDeps {
 export interface Peer {
   conn: CompletedRequest['conn'];
   tls: TlsFacts | undefined;
-}
-
-/** Hands a request for a hostname this instance does not serve to the instance that does. */
-export interface EdgeRelay {
-  /** Relays the request (and answers it); false when no instance serves `host`. */
-  request(
-    host: string,
-    request: IncomingMessage,
-    response: ServerResponse,
-    peer: Peer,
-  ): Promise<boolean>;
-  /** Relays an Upgrade request; false when no instance serves `host`. */
-  upgrade(
-    host: string,
-    request: IncomingMessage,
-    socket: Duplex,
-    head: Buffer,
-    peer: Peer,
-  ): Promise<boolean>;
 }
 
 export interface Edge {

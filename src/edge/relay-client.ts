@@ -11,7 +11,7 @@ import { AppError } from '../errors.ts';
 import type { Logger } from '../logger.ts';
 import { sessionOfEndpoint } from '../store/agent-sessions.ts';
 import type { Db } from '../store/db.ts';
-import type { EdgeRelay, Peer } from './edge-server.ts';
+import type { Peer } from './edge-server.ts';
 import { RELAY_HEADER, type RelayAuth } from './relay-auth.ts';
 
 // The relaying side: a request for a hostname whose session lives on another instance goes to
@@ -19,6 +19,25 @@ import { RELAY_HEADER, type RelayAuth } from './relay-auth.ts';
 // and the answer streams back. The owner serves it as its own (IP restrictions, 504, events):
 // the traffic event is the owner's, so it is emitted once. An owner that cannot be reached
 // makes a 502 here, without an event (as for a hostname no session serves).
+
+/** Hands a request for a hostname this instance does not serve to the instance that does. */
+export interface EdgeRelay {
+  /** Relays the request (and answers it); false when no instance serves `host`. */
+  request(
+    host: string,
+    request: IncomingMessage,
+    response: ServerResponse,
+    peer: Peer,
+  ): Promise<boolean>;
+  /** Relays an Upgrade request; false when no instance serves `host`. */
+  upgrade(
+    host: string,
+    request: IncomingMessage,
+    socket: Duplex,
+    head: Buffer,
+    peer: Peer,
+  ): Promise<boolean>;
+}
 
 /** Facts a relayed edge request carries. */
 export interface RelayedRequest {

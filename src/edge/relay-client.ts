@@ -39,10 +39,13 @@ export interface EdgeRelay {
   ): Promise<boolean>;
 }
 
-/** Facts a relayed edge request carries. */
+/** Facts a relayed edge request carries; the request line and Host too, so a header fits one. */
 export interface RelayedRequest {
   kind: 'edge';
   peer: Peer;
+  method: string;
+  target: string;
+  host: string;
 }
 
 /** Facts a relayed stop request carries. */
@@ -113,7 +116,13 @@ export function createRelayClient(deps: RelayClientDeps): EdgeRelay {
 
   const headers = (request: IncomingMessage, peer: Peer): OutgoingHttpHeaders => ({
     ...request.headers,
-    [RELAY_HEADER]: deps.auth.sign({ kind: 'edge', peer } satisfies RelayedRequest),
+    [RELAY_HEADER]: deps.auth.sign({
+      kind: 'edge',
+      peer,
+      method: request.method ?? '',
+      target: request.url ?? '',
+      host: request.headers.host ?? '',
+    } satisfies RelayedRequest),
   });
 
   return {

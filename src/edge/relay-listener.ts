@@ -40,7 +40,12 @@ export async function startRelayListener(deps: RelayListenerDeps): Promise<Relay
   const factsOf = (request: IncomingMessage): Relayed | undefined => {
     const facts = auth.open<Relayed>(request.headers[RELAY_HEADER]);
     delete request.headers[RELAY_HEADER];
-    return facts;
+    if (facts?.kind !== 'edge') return facts;
+    const signed =
+      facts.method === request.method &&
+      facts.target === request.url &&
+      facts.host === (request.headers.host ?? '');
+    return signed ? facts : undefined;
   };
 
   function onRequest(request: IncomingMessage, response: ServerResponse) {

@@ -7,7 +7,8 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STOP_REASONS } from '../../src/agents/session-events.ts';
-import { RELAY_HEADER } from '../../src/edge/relay-auth.ts';
+import { createRelayAuth, RELAY_HEADER } from '../../src/edge/relay-auth.ts';
+import { createKeyring } from '../../src/secrets.ts';
 import { accountEventsDir } from '../../src/sinks/file/layout.ts';
 import { freePort } from '../helpers/free-port.ts';
 import { type ServiceProcess, startServiceProcess } from '../helpers/service-process.ts';
@@ -74,10 +75,10 @@ describe('several instances on one PostgreSQL store', () => {
   let echo: { server: Server; port: number };
   const agents: SshAgent[] = [];
   const dirs: string[] = [];
+  const secretsKey = randomBytes(32).toString('base64');
 
   beforeAll(async () => {
     store = await postgresStore();
-    const secretsKey = randomBytes(32).toString('base64');
     const envA = await instanceEnv(store, secretsKey);
     const envB = await instanceEnv(store, secretsKey);
     portsA = envA.ports;
@@ -240,6 +241,23 @@ describe('several instances on one PostgreSQL store', () => {
     expect(forged.status).toBe(403);
     const stop = await fetch(`${internal}/relay/stop`, { method: 'POST' });
     expect(stop.status).toBe(403);
+    // A header an instance signed passes for the request it was signed for, and no other.
+    const auth = createRelayAuth(createKeyring(Buffer.from(secretsKey, 'base64')));
+    const peer = {
+      conn: {
+        clientIp: '192.0.2.7',
+        serverIp: '127.0.0.1',
+        serverName: hostname,
+        serverPort: 1,
+        startMs: Date.now(),
+      },
+      tls: undefined,
+    };
+    const header = `${RELAY_HEADER}: ${auth.sign({ kind: 'edge', peer, method: 'GET', target: '/signed', host: hostname })}`;
+    const signed = await curl(portsA.internal, hostname, '/signed', ['-H', header]);
+    expect(signed.status).toBe(200);
+    expect(JSON.parse(signed.body)).toMatchObject({ url: '/signed', forwardedFor: '192.0.2.7' });
+    expect((await curl(portsA.internal, hostname, '/elsewhere', ['-H', header])).status).toBe(403);
   });
 
   it('stops a session of A from B; B then answers 502 for its hostname', async () => {

@@ -248,6 +248,11 @@ async function startAgents(
             await edge.close(0);
             throw error;
           });
+    // Holding INTERNAL_URL's port (or the embedded store) proves an earlier owner of it is gone.
+    if (relay !== undefined || db.kind === 'pglite') {
+      const dropped = await sessions.dropPredecessors();
+      if (dropped > 0) logger.info({ sessions: dropped }, "a previous process's sessions dropped");
+    }
     return { listener, edge, publisher, relay };
   } catch (error) {
     await listener?.close();

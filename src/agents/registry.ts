@@ -5,6 +5,7 @@ import { newId } from '../ids.ts';
 import type { Logger } from '../logger.ts';
 import {
   claimSession,
+  dropPredecessors,
   releaseSession,
   renewSessions,
   type SessionRow,
@@ -50,6 +51,11 @@ export interface SessionRegistry {
    * when no such session lives.
    */
   stop(accountId: string, id: string, principal: Caller): Promise<boolean>;
+  /**
+   * Frees the endpoints of this instance's previous process (a crash) at once, rather than when
+   * their leases lapse; called once this instance holds its INTERNAL_URL's port.
+   */
+  dropPredecessors(): Promise<number>;
   /** Stops renewing the leases (at shutdown, once the sessions have ended). */
   close(): void;
 }
@@ -137,6 +143,7 @@ export function createSessionRegistry(deps: SessionRegistryDeps): SessionRegistr
     byHost: (hostname) => byHost.get(hostname),
     get,
     all: () => [...byId.values()],
+    dropPredecessors: () => dropPredecessors(db, owner),
     async stop(accountId, id, principal) {
       const local = get(accountId, id);
       if (local !== undefined) {

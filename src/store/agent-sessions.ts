@@ -73,6 +73,28 @@ export async function releaseSession(db: Queryable, id: string, ownerId: string)
 }
 
 /**
+ * Drops the sessions a previous process left behind (a crash): every other owner's with the
+ * embedded store (one process at a time), else those of `owner.url` (this address, now ours).
+ */
+export async function dropPredecessors(
+  db: Queryable & { kind: 'pglite' | 'postgres' },
+  owner: { id: string; url: string },
+): Promise<number> {
+  if (db.kind === 'pglite') {
+    const dropped = await db.query('DELETE FROM agent_sessions WHERE owner_id <> $1 RETURNING id', [
+      owner.id,
+    ]);
+    return dropped.rows.length;
+  }
+  if (owner.url === '') return 0;
+  const dropped = await db.query(
+    'DELETE FROM agent_sessions WHERE owner_id <> $1 AND owner_url = $2 RETURNING id',
+    [owner.id, owner.url],
+  );
+  return dropped.rows.length;
+}
+
+/**
  * Extends the lease of every session of `ownerId`: the ids still recorded, and those among them
  * whose credential is gone (deleted through another instance).
  */

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '../../src/ids.ts';
 import {
   claimSession,
+  dropPredecessors,
   type NewSession,
   releaseSession,
   renewSessions,
@@ -107,6 +108,22 @@ describe.each(STORES)('the shared session registry on $kind', ({ open }) => {
     );
     // Its owner, come back, finds it gone (and so ends the session it still had).
     expect((await renewSessions(db, 'inst_gone', short.leaseMs)).recorded).toEqual(new Set());
+  });
+
+  it('drops what a previous process left: at its address, or all with the embedded store', async () => {
+    const before = row('ac_restart', 'before.example.com', 'inst_a');
+    const elsewhere = row('ac_restart', 'elsewhere.example.com', 'inst_b');
+    const mine = { ...row('ac_restart', 'mine.example.com'), owner_id: 'inst_new' };
+    for (const session of [before, elsewhere, mine]) {
+      expect(await claimSession(db, session, LONG)).toBeUndefined();
+    }
+    const dropped = await dropPredecessors(db, { id: 'inst_new', url: before.owner_url });
+    const left = await sessionPage(db, 'ac_restart', { limit: 10, beforeId: undefined });
+    // PostgreSQL: only the rows of this address (inst_a's) go; PGlite: every other owner's.
+    const expected = db.kind === 'pglite' ? [mine.id] : [mine.id, elsewhere.id];
+    expect(left.rows.map((r) => r.id).sort()).toEqual(expected.sort());
+    expect(dropped).toBeGreaterThanOrEqual(1);
+    expect(await sessionOfEndpoint(db, 'before.example.com')).toBeUndefined();
   });
 
   it('releases only its owner’s row', async () => {

@@ -63,6 +63,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   const db = await openStore(config);
   let pipeline: Pipeline | undefined;
   let agents: Awaited<ReturnType<typeof startAgents>> | undefined;
+  let registry: SessionRegistry | undefined;
   try {
     const resealed = await resealDestinationSecrets(db, keyring);
     const resealedObjects = await resealObjectSecrets(db, keyring);
@@ -82,6 +83,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
       internalUrl: config.internalUrl,
       stopElsewhere: (ownerUrl, id, principal) => relayStop(relayAuth, ownerUrl, id, principal),
     });
+    registry = sessions;
     // One cache of IP restrictions: a change through the API applies at once to agents and edge.
     const ipRestrictions = createIpRestrictions(db, config.ipRestrictionCacheTtlMs);
     let dns: AuthoritativeDns | undefined;
@@ -168,6 +170,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     };
   } catch (error) {
     await agents?.relay?.close(0);
+    registry?.close();
     await agents?.edge?.close(0);
     await agents?.listener?.close();
     await pipeline?.close();

@@ -77,6 +77,10 @@ export interface Config {
   edgeResponseTimeoutMs: number;
   /** Interval of SSH keep-alives to agents; an agent missing three is dropped, ms. */
   agentKeepAliveMs: number;
+  /** Where other instances reach this one's relay (listened on at its port); '' for none. */
+  internalUrl: string;
+  /** How long a session counts in the shared store without its instance renewing it, ms. */
+  sessionLeaseMs: number;
   /** Port of the authoritative DNS server (UDP and TCP); undefined: no DNS server. */
   dnsPort: number | undefined;
   /** The edge's addresses per region (A and AAAA answers); a region not listed gets '*'. */
@@ -158,6 +162,17 @@ function url(env: Env, name: string, fallback: string): string {
     throw new ConfigError(name, `must be an http(s) URL, got "${raw}"`);
   }
   return raw.replace(/\/+$/, '');
+}
+
+/** INTERNAL_URL: a plain http:// URL with a port, or '' (unset). */
+function internalUrl(env: Env): string {
+  const raw = env.INTERNAL_URL || '';
+  if (raw === '') return '';
+  const parsed = URL.parse(raw);
+  if (parsed?.protocol !== 'http:' || parsed.port === '' || parsed.pathname !== '/') {
+    throw new ConfigError('INTERNAL_URL', `must be http://host:port, got "${raw}"`);
+  }
+  return parsed.origin;
 }
 
 /** A port, `0` for a random one, or `off` (undefined): a listener the service may skip. */
@@ -316,6 +331,8 @@ export function loadConfig(env: Env = process.env): Config {
     maxChannelsPerSession: integer(env, 'MAX_CHANNELS_PER_SESSION', 256, 1, 100_000),
     edgeResponseTimeoutMs: integer(env, 'EDGE_RESPONSE_TIMEOUT_MS', 60_000, 100, 3_600_000),
     agentKeepAliveMs: integer(env, 'AGENT_KEEPALIVE_MS', 15_000, 100, 3_600_000),
+    internalUrl: internalUrl(env),
+    sessionLeaseMs: integer(env, 'SESSION_LEASE_MS', 30_000, 300, 3_600_000),
     dnsPort: env.DNS_PORT ? integer(env, 'DNS_PORT', 0, 0, 65535) : undefined,
     edgeAddresses: edgeAddresses(env),
     dnsCacheMs: integer(env, 'DNS_CACHE_MS', 5_000, 0, 3_600_000),

@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, createHmac, randomBytes } from 'node:crypto';
 import { link, readFile, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { type Config, parseSecretsKey } from './config.ts';
@@ -24,6 +24,11 @@ export interface Keyring {
   open(value: string): string;
   /** True when the value is not sealed with the current key (in clear, or an older key). */
   stale(value: string): boolean;
+  /**
+   * Keys for `purpose` derived from the current key (first) and the previous ones, so instances
+   * sharing SECRETS_KEY agree, also midway through a rotation.
+   */
+  derive(purpose: string): Buffer[];
 }
 
 /** A key's id: the first 8 characters of its SHA-256 in base64url. */
@@ -65,6 +70,8 @@ export function createKeyring(current: Buffer, previous: readonly Buffer[] = [])
       }
     },
     stale: (value) => !value.startsWith(`${PREFIX}${currentId}:`),
+    derive: (purpose) =>
+      [current, ...previous].map((key) => createHmac('sha256', key).update(purpose).digest()),
   };
 }
 

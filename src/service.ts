@@ -11,6 +11,9 @@ import { prepareDataDir } from './data-dir.ts';
 import type { AuthoritativeDns } from './dns/index.ts';
 import { type Edge, startEdge } from './edge/edge-server.ts';
 import { createEdgePublisher, type EdgePublisher } from './edge/publisher.ts';
+import { createRelayAuth, type RelayAuth } from './edge/relay-auth.ts';
+import { createRelayClient, relayStop } from './edge/relay-client.ts';
+import { type RelayListener, startRelayListener } from './edge/relay-listener.ts';
 import { createSniCertificates, type SniCertificates } from './edge/sni-certificates.ts';
 import { openTcpEndpoint } from './edge/tcp-endpoint.ts';
 import type { Logger } from './logger.ts';
@@ -60,6 +63,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
   const db = await openStore(config);
   let pipeline: Pipeline | undefined;
   let agents: Awaited<ReturnType<typeof startAgents>> | undefined;
+  let registry: SessionRegistry | undefined;
   try {
     const resealed = await resealDestinationSecrets(db, keyring);
     const resealedObjects = await resealObjectSecrets(db, keyring);
@@ -70,7 +74,16 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     const firstKey = await bootstrapFirstKey(db, config);
     const metrics = createMetrics();
     pipeline = await createPipeline({ db, config, logger, metrics, keyring });
-    const sessions = createSessionRegistry(config.maxSessionsPerAccount);
+    const relayAuth = createRelayAuth(keyring);
+    const sessions = createSessionRegistry({
+      db,
+      logger,
+      maxPerAccount: config.maxSessionsPerAccount,
+      leaseMs: config.sessionLeaseMs,
+      internalUrl: config.internalUrl,
+      stopElsewhere: (ownerUrl, id, principal) => relayStop(relayAuth, ownerUrl, id, principal),
+    });
+    registry = sessions;
     // One cache of IP restrictions: a change through the API applies at once to agents and edge.
     const ipRestrictions = createIpRestrictions(db, config.ipRestrictionCacheTtlMs);
     let dns: AuthoritativeDns | undefined;
@@ -104,6 +117,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     agents = await startAgents(config, db, logger, running, sessions, {
       ipAllowed: ipRestrictions.ipAllowed,
       sni,
+      relayAuth,
     });
     // Loaded only when configured, as the sinks' clients are: a start without DNS pays nothing.
     if (config.dnsPort !== undefined) {
@@ -118,7 +132,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
         : await buildGrpcApp({ config, pipeline, metrics, logger });
     const grpcUrl = await grpcApp?.listen({ host: config.host, port: config.grpcPort });
     let closing: Promise<void> | undefined;
-    const { listener, edge, publisher } = agents;
+    const { listener, edge, publisher, relay } = agents;
     return {
       app,
       db,
@@ -137,8 +151,12 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
       close() {
         closing ??= (async () => {
           // The edge drains while the agents still answer; then sessions end (stop events).
-          await edge?.close(config.shutdownTimeoutMs / 2);
+          await Promise.all([
+            edge?.close(config.shutdownTimeoutMs / 2),
+            relay?.close(config.shutdownTimeoutMs / 2),
+          ]);
           await listener?.close();
+          sessions.close();
           // TCP connections cut with their sessions: their events too are durable before exit.
           await publisher.drain();
           await Promise.all([app.close(), grpcApp?.close()]);
@@ -151,6 +169,8 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
       },
     };
   } catch (error) {
+    await agents?.relay?.close(0);
+    registry?.close();
     await agents?.edge?.close(0);
     await agents?.listener?.close();
     await pipeline?.close();
@@ -169,8 +189,17 @@ async function startAgents(
   logger: Logger,
   pipeline: Pipeline,
   sessions: SessionRegistry,
-  { ipAllowed, sni }: { ipAllowed: IpAllowed; sni: SniCertificates | undefined },
-): Promise<{ listener?: AgentListener; edge?: Edge; publisher: EdgePublisher }> {
+  {
+    ipAllowed,
+    sni,
+    relayAuth,
+  }: { ipAllowed: IpAllowed; sni: SniCertificates | undefined; relayAuth: RelayAuth },
+): Promise<{
+  listener?: AgentListener;
+  edge?: Edge;
+  relay?: RelayListener;
+  publisher: EdgePublisher;
+}> {
   const kick = () => pipeline.relay.kick();
   const publisher = createEdgePublisher(pipeline, logger);
   const openTcp: AgentListenerDeps['openTcp'] = (session, address) =>
@@ -189,11 +218,45 @@ async function startAgents(
           openTcp,
         });
   try {
+    const relayClient = createRelayClient({
+      db,
+      auth: relayAuth,
+      logger,
+      ownerId: sessions.owner.id,
+    });
     const edge =
       config.edgeHttpPort === undefined && sni === undefined
         ? undefined
-        : await startEdge({ config, logger, registry: sessions, publisher, ipAllowed, sni });
-    return { listener, edge, publisher };
+        : await startEdge({
+            config,
+            logger,
+            registry: sessions,
+            publisher,
+            ipAllowed,
+            sni,
+            relay: relayClient,
+          });
+    // Other instances relay to this one's sessions at INTERNAL_URL, served by its edge.
+    const relay =
+      edge === undefined || config.internalUrl === ''
+        ? undefined
+        : await startRelayListener({
+            host: config.host,
+            port: Number(new URL(config.internalUrl).port),
+            auth: relayAuth,
+            edge,
+            registry: sessions,
+            logger,
+          }).catch(async (error: unknown) => {
+            await edge.close(0);
+            throw error;
+          });
+    // Holding INTERNAL_URL's port (or the embedded store) proves an earlier owner of it is gone.
+    if (relay !== undefined || db.kind === 'pglite') {
+      const dropped = await sessions.dropPredecessors();
+      if (dropped > 0) logger.info({ sessions: dropped }, "a previous process's sessions dropped");
+    }
+    return { listener, edge, publisher, relay };
   } catch (error) {
     await listener?.close();
     throw error;

@@ -221,7 +221,7 @@ function serveAgent(
         closeEndpoint = () => endpoint.close();
         return live;
       } catch (error) {
-        registry.release(live);
+        await registry.release(live);
         const reason = `port ${bindPort} cannot be listened on: ${(error as Error).message}`;
         return void (await refuse(bound.addr, reason));
       }
@@ -229,7 +229,7 @@ function serveAgent(
 
     /** The session once the registry holds it (its endpoint free, the account under its limit). */
     async function claimed(live: LiveSession): Promise<LiveSession | undefined> {
-      const taken = registry.claim(live);
+      const taken = await registry.claim(live);
       if (taken === undefined) return live;
       await refuse(live.hostname, taken);
       return undefined;
@@ -263,7 +263,10 @@ function serveAgent(
       },
       end(reason: string, principal?: Caller) {
         ended ??= (async () => {
-          registry.release(live);
+          // The store may be away: the session ends here anyway, and its row lapses.
+          await registry.release(live).catch((error: unknown) => {
+            logger.warn({ err: error }, 'session release failed');
+          });
           await closeEndpoint?.();
           await recordSessionEvent(events, { type: 'stop', facts: f, error: reason, principal });
           if (!closed) disconnectWith(client, `session ended: ${reason}`);

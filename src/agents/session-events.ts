@@ -31,6 +31,7 @@ export const STOP_REASONS = {
   credentialDeleted: 'its credential was deleted',
   shutdown: 'the server shut down',
   keepAlive: 'the agent stopped answering keep-alives',
+  leaseLapsed: 'its instance could not renew it in the shared store in time',
 } as const;
 
 /** The event's object: the catalogue's fields, nested at their dots. */

@@ -15,6 +15,8 @@ import type { Config } from '../config.ts';
 import type { Logger } from '../logger.ts';
 import { channelAgent } from './channel-agent.ts';
 import type { EdgePublisher } from './publisher.ts';
+import { RELAY_HEADER } from './relay-auth.ts';
+import type { EdgeRelay } from './relay-client.ts';
 import type { SniCertificates } from './sni-certificates.ts';
 import { type CompletedRequest, publishRequestOf, type TlsFacts } from './traffic-event.ts';
 
@@ -35,6 +37,14 @@ export interface EdgeDeps {
   ipAllowed?: IpAllowed;
   /** The certificates of the HTTPS listener; absent: no HTTPS listener. */
   sni?: SniCertificates;
+  /** Relays requests for hostnames other instances serve; absent: those are 502. */
+  relay?: EdgeRelay;
+}
+
+/** Where a request came from: the client's connection, read on the instance it reached. */
+export interface Peer {
+  conn: CompletedRequest['conn'];
+  tls: TlsFacts | undefined;
 }
 
 export interface Edge {
@@ -42,6 +52,10 @@ export interface Edge {
   port: number | undefined;
   /** The HTTPS listener's port (EDGE_HTTPS_PORT), when it runs. */
   httpsPort: number | undefined;
+  /** Serves a request another instance relayed, as if its client had connected here. */
+  serveRelayed(request: IncomingMessage, response: ServerResponse, peer: Peer): void;
+  /** Serves an Upgrade request another instance relayed. */
+  upgradeRelayed(request: IncomingMessage, socket: Duplex, head: Buffer, peer: Peer): void;
   /**
    * Stops accepting and lets requests in flight finish for up to `graceMs` (then cuts them and
    * any WebSocket), and waits until their events are durable.
@@ -59,9 +73,10 @@ function hostOf(request: IncomingMessage): string {
 function forwardedHeaders(
   request: IncomingMessage,
   host: string,
-  proto: string,
+  { conn, tls }: Peer,
 ): IncomingMessage['headers'] {
-  const client = request.socket.remoteAddress ?? '';
+  const client = conn.clientIp;
+  const proto = tls === undefined ? 'http' : 'https';
   const before = request.headers['x-forwarded-for'];
   return {
     ...request.headers,
@@ -122,7 +137,18 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
   const serverOptions = { keepAliveTimeout: config.keepAliveTimeoutMs };
   const servers: Server[] = [];
   /** The edge's own address on the connection, as the originator of the agent's channel. */
-  const origin = (socket: Socket) => ({ ip: config.host, port: socket.localPort ?? 0 });
+  const origin = (peer: Peer) => ({ ip: config.host, port: peer.conn.serverPort });
+  /** The client's connection as this instance sees it (read now: a closed socket forgets). */
+  const peerOf = (socket: Socket, host: string): Peer => ({
+    conn: {
+      clientIp: socket.remoteAddress ?? '',
+      serverIp: socket.localAddress ?? '',
+      serverName: host,
+      serverPort: socket.localPort ?? 0,
+      startMs: connectedAt.get(socket) ?? Date.now(),
+    },
+    tls: tlsFactsOf(socket),
+  });
 
   function onRequest(request: IncomingMessage, response: ServerResponse) {
     const host = hostOf(request);
@@ -131,13 +157,36 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
       request.resume();
       return errorPage(response, 421, `This connection is for ${sni}, not ${host}.`);
     }
+    serve(host, request, response, peerOf(request.socket, host), deps.relay);
+  }
+
+  /** Forwards to this instance's session for `host`, else through `relay` to its owner's. */
+  function serve(
+    host: string,
+    request: IncomingMessage,
+    response: ServerResponse,
+    peer: Peer,
+    relay: EdgeRelay | undefined,
+  ) {
     const session = registry.byHost(host);
     if (session === undefined) {
-      request.resume();
-      return errorPage(response, 502, `No agent is connected for ${host || 'this host'}.`);
+      const relayed = relay?.request(host, request, response, peer) ?? Promise.resolve(false);
+      relayed.then(
+        (done) => {
+          if (done) return;
+          request.resume();
+          errorPage(response, 502, `No agent is connected for ${host || 'this host'}.`);
+        },
+        (error: unknown) => {
+          logger.error({ err: error, host }, 'edge: relay look-up failed');
+          request.resume();
+          errorPage(response, 502, `The agent for ${host} cannot be looked up; retry.`);
+        },
+      );
+      return;
     }
-    admit(session, request).then(
-      (decision) => forward(session, host, request, response, decision),
+    admit(session, peer).then(
+      (decision) => forward(session, host, request, response, decision, peer),
       (error: unknown) => {
         logger.error({ err: error }, 'edge: IP restriction check failed');
         errorPage(response, 503, 'The IP restriction check failed; retry.');
@@ -146,10 +195,10 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
   }
 
   /** ip_policy.decision: the one call site of `endpoints` IP restrictions. */
-  async function admit(session: LiveSession, request: IncomingMessage): Promise<string> {
+  async function admit(session: LiveSession, peer: Peer): Promise<string> {
     if (deps.ipAllowed === undefined) return 'invalid';
     const { accountId } = session.facts.credential;
-    const ok = await deps.ipAllowed(accountId, 'endpoints', request.socket.remoteAddress ?? '');
+    const ok = await deps.ipAllowed(accountId, 'endpoints', peer.conn.clientIp);
     return ok ? 'allow' : 'block';
   }
 
@@ -159,18 +208,10 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
     request: IncomingMessage,
     response: ServerResponse,
     ipDecision: string,
+    peer: Peer,
   ): void {
     const requestBody = counted(request);
-    const socket = request.socket;
-    // Read now: a closed socket forgets its addresses.
-    const conn = {
-      clientIp: socket.remoteAddress ?? '',
-      serverIp: socket.localAddress ?? '',
-      serverName: host,
-      serverPort: socket.localPort ?? 0,
-      startMs: connectedAt.get(socket) ?? Date.now(),
-    };
-    const tls = tlsFactsOf(socket);
+    const { conn, tls } = peer;
     const seen = { headers: {} as IncomingMessage['headers'], bytes: 0, reused: false, ipDecision };
     // Every answer, the agent's or the edge's own 403/502/504, is one completed request.
     response.once('close', () =>
@@ -182,10 +223,10 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
       return;
     }
     const upstream = httpRequest({
-      agent: channelAgent(session, origin(socket)),
+      agent: channelAgent(session, origin(peer)),
       method: request.method,
       path: request.url,
-      headers: forwardedHeaders(request, host, tls === undefined ? 'http' : 'https'),
+      headers: forwardedHeaders(request, host, peer),
     });
     const timer = setTimeout(() => {
       upstream.destroy();
@@ -253,8 +294,6 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
 
   const upgraded = new Set<Duplex>();
   function onUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer) {
-    upgraded.add(socket);
-    socket.once('close', () => upgraded.delete(socket));
     const host = hostOf(request);
     if (misdirectedFrom(request.socket, host) !== undefined) {
       socket.end(
@@ -262,16 +301,31 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
       );
       return;
     }
+    upgrade(host, request, socket, head, peerOf(request.socket, host), deps.relay);
+  }
+
+  /** An Upgrade for `host`: to this instance's session, else through `relay` to its owner's. */
+  function upgrade(
+    host: string,
+    request: IncomingMessage,
+    socket: Duplex,
+    head: Buffer,
+    peer: Peer,
+    relay: EdgeRelay | undefined,
+  ) {
+    upgraded.add(socket);
+    socket.once('close', () => upgraded.delete(socket));
+    const badGateway = () =>
+      socket.end('HTTP/1.1 502 Bad Gateway\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
     const session = registry.byHost(host);
     if (session === undefined) {
-      socket.end('HTTP/1.1 502 Bad Gateway\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+      const relayed = relay?.upgrade(host, request, socket, head, peer) ?? Promise.resolve(false);
+      relayed.then((done) => done || badGateway(), badGateway);
       return;
     }
-    session.openChannel(origin(request.socket)).then(
-      (channel) => tunnelUpgrade(request, socket, head, channel),
-      () =>
-        socket.end('HTTP/1.1 502 Bad Gateway\r\nconnection: close\r\ncontent-length: 0\r\n\r\n'),
-    );
+    session
+      .openChannel(origin(peer))
+      .then((channel) => tunnelUpgrade(request, socket, head, channel), badGateway);
   }
 
   /** Serves the edge on `server` at `port`; its port once listening. */
@@ -307,6 +361,11 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
     return {
       port,
       httpsPort,
+      // A relayed request is never relayed again: its owner answers 502 if the session is gone.
+      serveRelayed: (request, response, peer) =>
+        serve(hostOf(request), request, response, peer, undefined),
+      upgradeRelayed: (request, socket, head, peer) =>
+        upgrade(hostOf(request), request, socket, head, peer, undefined),
       async close(graceMs) {
         const closing = close(graceMs);
         for (const socket of upgraded) socket.destroy();
@@ -350,6 +409,7 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
 function tunnelUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer, channel: Duplex) {
   const lines = [`${request.method} ${request.url} HTTP/1.1`];
   for (let i = 0; i < request.rawHeaders.length; i += 2) {
+    if (request.rawHeaders[i].toLowerCase() === RELAY_HEADER) continue;
     lines.push(`${request.rawHeaders[i]}: ${request.rawHeaders[i + 1]}`);
   }
   channel.write(`${lines.join('\r\n')}\r\n\r\n`);

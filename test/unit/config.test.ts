@@ -22,6 +22,14 @@ describe('configuration', () => {
     });
   });
 
+  it('reads INTERNAL_URL as an origin, unset as none', () => {
+    expect(loadConfig({ INTERNAL_URL: 'http://10.0.0.5:8089/' }).internalUrl).toBe(
+      'http://10.0.0.5:8089',
+    );
+    expect(loadConfig({}).internalUrl).toBe('');
+    expect(loadConfig({}).sessionLeaseMs).toBe(30_000);
+  });
+
   it('keeps the headers timeout within the request timeout', () => {
     expect(loadConfig({ REQUEST_TIMEOUT_MS: '4000' }).headersTimeoutMs).toBe(4000);
     expect(loadConfig({ HEADERS_TIMEOUT_MS: '2000' }).headersTimeoutMs).toBe(2000);
@@ -46,6 +54,10 @@ describe('configuration', () => {
       'HEADERS_TIMEOUT_MS must be between 100 and 5000, got 6000',
     ],
     [{ MAX_CONNECTIONS: '0' }, 'MAX_CONNECTIONS must be between 1 and 1000000, got 0'],
+    [{ INTERNAL_URL: 'https://10.0.0.5:8089' }, 'INTERNAL_URL must be http://host:port'],
+    [{ INTERNAL_URL: 'http://10.0.0.5' }, 'INTERNAL_URL must be http://host:port'],
+    [{ INTERNAL_URL: 'http://10.0.0.5:8089/relay' }, 'INTERNAL_URL must be http://host:port'],
+    [{ SESSION_LEASE_MS: '100' }, 'SESSION_LEASE_MS must be between 300 and 3600000, got 100'],
   ])('rejects %o', (env, message) => {
     expect(() => loadConfig(env)).toThrow(`invalid configuration: ${message}`);
   });

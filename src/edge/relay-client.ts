@@ -1,0 +1,221 @@
+import {
+  Agent,
+  request as httpRequest,
+  type IncomingMessage,
+  type OutgoingHttpHeaders,
+  type ServerResponse,
+} from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { Caller } from '../auth/api-key-auth.ts';
+import { AppError } from '../errors.ts';
+import type { Logger } from '../logger.ts';
+import { sessionOfEndpoint } from '../store/agent-sessions.ts';
+import type { Db } from '../store/db.ts';
+import type { Peer } from './edge-server.ts';
+import { RELAY_HEADER, type RelayAuth } from './relay-auth.ts';
+
+// The relaying side: a request for a hostname whose session lives on another instance goes to
+// that instance's INTERNAL_URL with the client's connection facts in the signed relay header,
+// and the answer streams back. The owner serves it as its own (IP restrictions, 504, events):
+// the traffic event is the owner's, so it is emitted once. An owner that cannot be reached
+// makes a 502 here, without an event (as for a hostname no session serves).
+
+/** Hands a request for a hostname this instance does not serve to the instance that does. */
+export interface EdgeRelay {
+  /** Relays the request (and answers it); false when no instance serves `host`. */
+  request(
+    host: string,
+    request: IncomingMessage,
+    response: ServerResponse,
+    peer: Peer,
+  ): Promise<boolean>;
+  /** Relays an Upgrade request; false when no instance serves `host`. */
+  upgrade(
+    host: string,
+    request: IncomingMessage,
+    socket: Duplex,
+    head: Buffer,
+    peer: Peer,
+  ): Promise<boolean>;
+}
+
+/** Facts a relayed edge request carries; the request line and Host too, so a header fits one. */
+export interface RelayedRequest {
+  kind: 'edge';
+  peer: Peer;
+  method: string;
+  target: string;
+  host: string;
+}
+
+/** Facts a relayed stop request carries. */
+export interface RelayedStop {
+  kind: 'stop';
+  session: string;
+  principal: Caller;
+}
+
+/** The path the owner's relay listener takes stop requests on. */
+export const STOP_PATH = '/relay/stop';
+
+/** What relaying needs. */
+export interface RelayClientDeps {
+  db: Db;
+  auth: RelayAuth;
+  logger: Logger;
+  /** This instance's id in the store: its own rows are never relayed to. */
+  ownerId: string;
+}
+
+/** The request options for `path` at an instance's INTERNAL_URL. */
+function target(ownerUrl: string, path: string) {
+  const url = new URL(ownerUrl);
+  return { hostname: url.hostname, port: url.port || 80, path };
+}
+
+/** A plain-text 502 when the owner cannot be reached. */
+function unreachable(response: ServerResponse, host: string): void {
+  if (response.headersSent) return void response.destroy();
+  response.writeHead(502, { 'content-type': 'text/plain; charset=utf-8', connection: 'close' });
+  response.end(
+    `The agent for ${host} is connected to another instance, which cannot be reached.\n`,
+  );
+}
+
+/** The HTTP/1.1 head of an answer, written to a raw socket. */
+function rawHead(answer: IncomingMessage): string {
+  const lines = [`HTTP/1.1 ${answer.statusCode} ${answer.statusMessage ?? ''}`];
+  for (let i = 0; i < answer.rawHeaders.length; i += 2) {
+    lines.push(`${answer.rawHeaders[i]}: ${answer.rawHeaders[i + 1]}`);
+  }
+  return `${lines.join('\r\n')}\r\n\r\n`;
+}
+
+/** Joins two byte streams both ways; either end closing closes both. */
+function splice(a: Duplex, b: Duplex): void {
+  a.pipe(b).pipe(a);
+  const end = () => {
+    a.destroy();
+    b.destroy();
+  };
+  for (const stream of [a, b]) {
+    stream.once('close', end);
+    stream.on('error', end);
+  }
+}
+
+/** The edge's relay to other instances, over keep-alive connections. */
+export function createRelayClient(deps: RelayClientDeps): EdgeRelay {
+  const agent = new Agent({ keepAlive: true });
+
+  /** The owner's INTERNAL_URL for `host`; undefined when no other instance serves it. */
+  async function ownerOf(host: string): Promise<string | undefined> {
+    const row = await sessionOfEndpoint(deps.db, host);
+    return row === undefined || row.owner_id === deps.ownerId ? undefined : row.owner_url;
+  }
+
+  const headers = (request: IncomingMessage, peer: Peer): OutgoingHttpHeaders => ({
+    ...request.headers,
+    [RELAY_HEADER]: deps.auth.sign({
+      kind: 'edge',
+      peer,
+      method: request.method ?? '',
+      target: request.url ?? '',
+      host: request.headers.host ?? '',
+    } satisfies RelayedRequest),
+  });
+
+  return {
+    async request(host, request, response, peer) {
+      const ownerUrl = await ownerOf(host);
+      if (ownerUrl === undefined) return false;
+      if (ownerUrl === '') {
+        request.resume();
+        unreachable(response, host);
+        return true;
+      }
+      const upstream = httpRequest({
+        ...target(ownerUrl, request.url ?? '/'),
+        agent,
+        method: request.method,
+        headers: headers(request, peer),
+      });
+      upstream.on('response', (answer) => {
+        response.writeHead(answer.statusCode ?? 502, answer.rawHeaders);
+        answer.pipe(response);
+      });
+      upstream.on('error', (error) => {
+        deps.logger.warn({ err: error, host, ownerUrl }, 'edge: relay to the owner failed');
+        unreachable(response, host);
+      });
+      // A client that leaves ends the relayed request too (the owner then sees it go).
+      response.once('close', () => {
+        if (!response.writableFinished) upstream.destroy();
+      });
+      request.pipe(upstream);
+      return true;
+    },
+
+    async upgrade(host, request, socket, head, peer) {
+      const ownerUrl = await ownerOf(host);
+      if (ownerUrl === undefined || ownerUrl === '') return false;
+      const upstream = httpRequest({
+        ...target(ownerUrl, request.url ?? '/'),
+        method: request.method,
+        headers: headers(request, peer),
+      });
+      upstream.on('upgrade', (answer, ownerSocket, ownerHead) => {
+        socket.write(rawHead(answer));
+        if (ownerHead.length > 0) socket.write(ownerHead);
+        if (head.length > 0) ownerSocket.write(head);
+        splice(socket, ownerSocket);
+      });
+      // The agent (or the owner) refused the upgrade: its answer goes back as it is.
+      upstream.on('response', (answer) => {
+        socket.write(rawHead(answer));
+        answer.pipe(socket);
+      });
+      upstream.on('error', () => socket.destroy());
+      socket.once('close', () => upstream.destroy());
+      upstream.end();
+      return true;
+    },
+  };
+}
+
+/** Asks the instance at `ownerUrl` to stop its session `id`; false when it has none such. */
+export async function relayStop(
+  auth: RelayAuth,
+  ownerUrl: string,
+  id: string,
+  principal: Caller,
+): Promise<boolean> {
+  const facts: RelayedStop = { kind: 'stop', session: id, principal };
+  const status = await new Promise<number>((resolve, reject) => {
+    const upstream = httpRequest({
+      ...target(ownerUrl, STOP_PATH),
+      method: 'POST',
+      headers: { [RELAY_HEADER]: auth.sign(facts) },
+    });
+    upstream.on('response', (answer) => {
+      answer.resume();
+      resolve(answer.statusCode ?? 0);
+    });
+    upstream.on('error', reject);
+    upstream.end();
+  }).catch((error: unknown) => {
+    throw new AppError(
+      'ERR_UNAVAILABLE',
+      `the instance serving session ${id} cannot be reached`,
+      {
+        id,
+      },
+      { cause: error },
+    );
+  });
+  if (status === 204) return true;
+  if (status === 404) return false;
+  throw new AppError('ERR_UNAVAILABLE', `the instance serving session ${id} answered ${status}`, {
+    id,
+  });
+}

@@ -414,7 +414,7 @@ export const TOP_LEVEL_ROUTES: readonly ExtraRoute[] = [
     method: 'GET',
     path: '/pipeline/stats',
     summary:
-      'The service-wide counters of /metrics as JSON; with Accept: text/event-stream, one every second',
+      "The caller's account's pipeline counters (events, subscriptions' matches, destinations) as JSON; with Accept: text/event-stream, one every second",
     status: 200,
     response: { type: 'object' },
   },

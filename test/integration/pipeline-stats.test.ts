@@ -1,5 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { mintApiKey } from '../../src/api/api-keys/mint.ts';
+import { TOP_LEVEL_ROUTES } from '../../src/api/resources.ts';
 import { createAccount } from '../../src/store/accounts.ts';
 import { generateEvents } from '../helpers/events.ts';
 import { ingestClient, TEST_INGEST_TOKEN } from '../helpers/ingest-client.ts';
@@ -132,6 +133,21 @@ describe('GET /pipeline/stats: each account sees its own counters, never the ser
       ],
     });
     expect(counters(await statsOf(ctx.api))).toEqual(counters(beforeA));
+  });
+
+  it('answers exactly the fields /openapi.json declares', async () => {
+    const declared = TOP_LEVEL_ROUTES.find((route) => route.name === 'pipeline.stats')!
+      .response as any;
+    const keys = (schema: any) => Object.keys(schema.properties).sort();
+    const stats = await statsOf(ctx.api);
+    expect(Object.keys(stats).sort()).toEqual(keys(declared));
+    expect(stats.destinations.length).toBeGreaterThan(0);
+    for (const destination of stats.destinations)
+      expect(Object.keys(destination).sort()).toEqual(keys(declared.properties.destinations.items));
+    for (const subscription of stats.subscriptions)
+      expect(Object.keys(subscription).sort()).toEqual(
+        keys(declared.properties.subscriptions.items),
+      );
   });
 
   it('streams the account’s counters every second over Server-Sent Events', async () => {

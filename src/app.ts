@@ -11,7 +11,7 @@ import { consoleRoutes } from './console/routes.ts';
 import { newId } from './ids.ts';
 import { ingestPlugin } from './ingest/ingest-plugin.ts';
 import type { Logger } from './logger.ts';
-import { type Metrics, pipelineStats } from './metrics.ts';
+import type { Metrics } from './metrics.ts';
 import type { RestrictionCache } from './net/restriction-cache.ts';
 import type { Pipeline } from './pipeline/pipeline.ts';
 import type { Keyring } from './secrets.ts';
@@ -112,10 +112,7 @@ export async function buildApp({
     destinationHealth: pipeline.destinationHealth,
     testDestination: pipeline.testDestination,
     taps: pipeline.taps,
-    stats: () => {
-      pipeline.refreshGauges();
-      return pipelineStats(metrics);
-    },
+    stats: pipeline.stats,
     sessions,
     ipRestrictions,
     onObjectDeleted: (kind, id) => endSessionsOf(sessions, kind, id),

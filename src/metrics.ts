@@ -108,38 +108,3 @@ export function createMetrics() {
 
 /** The metrics every component records into. */
 export type Metrics = ReturnType<typeof createMetrics>;
-
-/** The sum of a metric's values over all its labels, or those `keep` accepts. */
-async function total(
-  metric: { get(): Promise<{ values: { value: number; labels: Record<string, unknown> }[] }> },
-  keep: (labels: Record<string, unknown>) => boolean = () => true,
-): Promise<number> {
-  const { values } = await metric.get();
-  return values.reduce((sum, { value, labels }) => (keep(labels) ? sum + value : sum), 0);
-}
-
-/**
- * The service-wide counters of /metrics as one JSON object (GET /pipeline/stats, the console):
- * the same series, so the console and a Prometheus dashboard never disagree. Call the
- * pipeline's refreshGauges() first.
- */
-export async function pipelineStats(metrics: Metrics) {
-  const byStatus = (await metrics.destinations.get()).values;
-  const destinations = Object.fromEntries(
-    byStatus.map(({ labels, value }) => [labels.status, value]),
-  );
-  return {
-    at: new Date().toISOString(),
-    events_received: await total(metrics.eventsReceived),
-    events_matched: await total(metrics.eventsMatched),
-    records_delivered: await total(metrics.recordsDelivered),
-    records_spooled: await total(metrics.recordsSpooled),
-    requests_rejected: await total(metrics.ingestRequests, ({ result }) => result !== 'ok'),
-    sink_errors: await total(metrics.sinkErrors),
-    backlog_records: await total(metrics.backlogRecords),
-    destinations,
-  };
-}
-
-/** What GET /pipeline/stats answers. */
-export type PipelineStats = Awaited<ReturnType<typeof pipelineStats>>;

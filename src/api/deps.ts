@@ -1,7 +1,7 @@
 import type { SessionRegistry } from '../agents/registry.ts';
 import type { Config } from '../config.ts';
-import type { PipelineStats } from '../metrics.ts';
 import type { RestrictionCache } from '../net/restriction-cache.ts';
+import type { PipelineStats } from '../pipeline/account-stats.ts';
 import type { Taps } from '../pipeline/taps.ts';
 import type { TestDelivery } from '../pipeline/test-delivery.ts';
 import type { Keyring } from '../secrets.ts';
@@ -33,6 +33,6 @@ export interface ApiDeps {
   ipRestrictions?: RestrictionCache;
   /** The pipeline's open taps (GET …/tap, POST /filters/preview); absent: those answer 503. */
   taps?: Taps;
-  /** The service-wide counters (GET /pipeline/stats); absent: it answers 503. */
-  stats?: () => Promise<PipelineStats>;
+  /** An account's own pipeline counters (GET /pipeline/stats); absent: it answers 503. */
+  stats?: (accountId: string) => PipelineStats;
 }

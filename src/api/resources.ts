@@ -145,6 +145,41 @@ export function object(
 
 export const strings = { type: 'array', items: str } as const;
 
+const count = (description: string): JsonSchema => ({ type: 'integer', description });
+
+/** GET /pipeline/stats: the caller's account's counters on this instance since it started. */
+const PIPELINE_STATS_SCHEMA = object({
+  at: { type: 'string', format: 'date-time' },
+  account_id: str,
+  events_received: count('its events in acknowledged Publish requests'),
+  events_matched: count('of those, the ones that matched at least one of its subscriptions'),
+  events_rejected: count('its events in refused Publish requests'),
+  records_delivered: count('records its destinations wrote'),
+  records_spooled: count('records its destinations spooled while failing'),
+  sink_errors: count('failed writes of its destinations'),
+  backlog_records: count('records waiting in its destinations’ spools'),
+  destinations: {
+    type: 'array',
+    items: object({
+      id: str,
+      status: { type: 'string', enum: ['ok', 'retrying', 'parked', 'unknown'] },
+      last_error: { type: ['string', 'null'] },
+      backlog_records: count('records waiting in its spool'),
+      records_delivered: count('records it wrote'),
+      records_spooled: count('records it spooled'),
+      sink_errors: count('failed writes'),
+    }),
+  },
+  subscriptions: {
+    type: 'array',
+    items: object({
+      id: str,
+      types: strings,
+      events_matched: count('events it matched, after its filter and sampling'),
+    }),
+  },
+});
+
 /** The target kinds this deployment delivers to: each sink's own settings schema. */
 export const TARGET_SHAPES: Record<string, JsonSchema> = Object.fromEntries(
   SINKS.map((sink) => [sink.kind, { ...sink.settings, description: sink.doc }]),
@@ -414,9 +449,9 @@ export const TOP_LEVEL_ROUTES: readonly ExtraRoute[] = [
     method: 'GET',
     path: '/pipeline/stats',
     summary:
-      'The service-wide counters of /metrics as JSON; with Accept: text/event-stream, one every second',
+      "The caller's account's pipeline counters (events, subscriptions' matches, destinations) as JSON; with Accept: text/event-stream, one every second",
     status: 200,
-    response: { type: 'object' },
+    response: PIPELINE_STATS_SCHEMA,
   },
   ...TUNNEL_SESSION_ROUTES,
 ];

@@ -2,9 +2,12 @@ import type { Logger } from '../logger.ts';
 import type { EventRecord } from '../sinks/types.ts';
 import type { Db } from '../store/db.ts';
 import { claimOutbox, markDelivered, releaseOutbox } from '../store/outbox.ts';
+import type { PipelineCounts } from './account-stats.ts';
 import { deliverAll } from './deliver.ts';
 import type { Destinations } from './destinations.ts';
 import type { Routing } from './routing.ts';
+import { createTee } from './tap-tee.ts';
+import type { Taps } from './taps.ts';
 import type { Delivery } from './worker-protocol.ts';
 
 const BATCH = 500;
@@ -22,7 +25,8 @@ export interface AuditRelay {
 /**
  * Polls the outbox, routes each audit event by account and type (audit sources have no filter
  * or field selection), delivers through the same destinations as traffic, and marks a row
- * delivered only once it is durable at every destination it was routed to.
+ * delivered only once it is durable at every destination it was routed to. What it delivered is
+ * then counted per subscription and shown to the taps open on those subscriptions.
  */
 export function createAuditRelay(deps: {
   db: Db;
@@ -32,6 +36,8 @@ export function createAuditRelay(deps: {
    * routing change this instance has not loaded yet (a subscription created just before it).
    */
   routing: () => Promise<Routing>;
+  taps: Taps;
+  counts: PipelineCounts;
   logger: Logger;
   intervalMs: number;
 }): AuditRelay {
@@ -45,6 +51,8 @@ export function createAuditRelay(deps: {
     if (rows.length === 0) return 0;
     const routing = await deps.routing();
     const byDestination = new Map<string, EventRecord[]>();
+    const tee = createTee(deps.taps.specs());
+    const matched = new Map<string, number>();
     for (const row of rows) {
       const routes = routing.routes(row.account_id, row.event_type);
       if (routes.length === 0) continue;
@@ -56,6 +64,10 @@ export function createAuditRelay(deps: {
         partitionKey: object?.id ?? row.account_id,
         json: JSON.stringify(row.envelope),
       };
+      for (const { subscriptionId } of routes) {
+        matched.set(subscriptionId, (matched.get(subscriptionId) ?? 0) + 1);
+        tee?.routed(subscriptionId, row.event_type, record.json);
+      }
       const ids = new Set(routes.flatMap((route) => route.destinationIds));
       for (const id of ids) {
         const records = byDestination.get(id);
@@ -75,6 +87,8 @@ export function createAuditRelay(deps: {
       throw error;
     }
     await markDelivered(db, seqs);
+    for (const [id, n] of matched) deps.counts.subscriptionMatched(id, n);
+    if (tee !== undefined) deps.taps.offer(tee.catches());
     return rows.length;
   }
 

@@ -5,6 +5,7 @@ import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import { createSink, sinkKind, type TargetSettings } from '../sinks/index.ts';
 import { type Sink, SinkError } from '../sinks/types.ts';
+import type { DestinationCounts } from './account-stats.ts';
 import type { BatcherOptions } from './batcher.ts';
 import {
   createDestination,
@@ -40,6 +41,8 @@ export interface Destinations {
   sync(configs: readonly DestinationConfig[]): Promise<void>;
   get(id: string): Destination | undefined;
   health(id: string): DestinationHealth | undefined;
+  /** What the destination delivered, spooled and failed since this instance opened it. */
+  counts(id: string): DestinationCounts | undefined;
   all(): IterableIterator<[string, Destination]>;
   close(): Promise<void>;
 }
@@ -61,6 +64,8 @@ export function createDestinations(deps: DestinationsDeps): Destinations {
   const replacing = new Map<string, Destination>();
   /** Configured destinations that could not be opened (see unopened()); retried at each sync. */
   const broken = new Map<string, Destination>();
+  /** Kept by id across a target change (the destination is the same to its account). */
+  const counts = new Map<string, DestinationCounts>();
   let syncing = Promise.resolve();
   let firstSync = true;
 
@@ -119,10 +124,15 @@ export function createDestinations(deps: DestinationsDeps): Destinations {
     });
     const logger = deps.logger.child({ destination_id: config.id });
     const kind = sinkKind(Object.keys(config.target)[0] ?? '')?.kind ?? 'unknown';
+    let done = counts.get(config.id);
+    if (done === undefined) {
+      done = { delivered: 0, spooled: 0, errors: 0 };
+      counts.set(config.id, done);
+    }
     const destination = createDestination({
       id: config.id,
-      sink: instrumentSink(await sinkOrBroken(config, logger), kind, deps.metrics),
-      spool: instrumentSpool(spool, kind, deps.metrics),
+      sink: instrumentSink(await sinkOrBroken(config, logger), kind, deps.metrics, done),
+      spool: instrumentSpool(spool, kind, deps.metrics, done),
       batcher: deps.batcher,
       logger,
       retry: deps.retry ?? { baseMs: 200, maxMs: 30_000 },
@@ -172,6 +182,7 @@ export function createDestinations(deps: DestinationsDeps): Destinations {
 
   async function apply(configs: readonly DestinationConfig[]): Promise<void> {
     const wanted = new Map(configs.map((config) => [config.id, config]));
+    for (const id of counts.keys()) if (!wanted.has(id)) counts.delete(id);
     const closing: Promise<void>[] = [];
     for (const [id, destination] of broken) {
       if (wanted.has(id)) continue;
@@ -232,6 +243,7 @@ export function createDestinations(deps: DestinationsDeps): Destinations {
     },
     get: (id) => live.get(id)?.destination ?? replacing.get(id) ?? broken.get(id),
     health: (id) => (live.get(id)?.destination ?? replacing.get(id) ?? broken.get(id))?.health(),
+    counts: (id) => counts.get(id),
     *all() {
       for (const [id, entry] of live) yield [id, entry.destination];
       yield* broken;

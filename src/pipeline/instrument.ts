@@ -1,20 +1,31 @@
 import type { Metrics } from '../metrics.ts';
 import type { Sink } from '../sinks/types.ts';
 import { SinkError } from '../sinks/types.ts';
+import type { DestinationCounts } from './account-stats.ts';
 import type { Spool } from './spool.ts';
 
-/** A sink that records batch size, write latency, delivered records and errors. */
-export function instrumentSink(sink: Sink, kind: string, metrics: Metrics): Sink {
+/**
+ * A sink that records batch size, write latency, delivered records and errors: in the metrics,
+ * and in its destination's own `counts` (its account's stats).
+ */
+export function instrumentSink(
+  sink: Sink,
+  kind: string,
+  metrics: Metrics,
+  counts: DestinationCounts,
+): Sink {
   return {
     async write(batch) {
       const stop = metrics.sinkWriteSeconds.startTimer({ sink: kind });
       try {
         await sink.write(batch);
         metrics.recordsDelivered.inc({ sink: kind }, batch.records.length);
+        counts.delivered += batch.records.length;
         metrics.batchRecords.observe({ sink: kind }, batch.records.length);
       } catch (error) {
         const retriable = !(error instanceof SinkError) || error.retriable;
         metrics.sinkErrors.inc({ sink: kind, retriable: String(retriable) });
+        counts.errors++;
         throw error;
       } finally {
         stop();
@@ -25,12 +36,18 @@ export function instrumentSink(sink: Sink, kind: string, metrics: Metrics): Sink
 }
 
 /** A spool that counts the records appended to it. */
-export function instrumentSpool(spool: Spool, kind: string, metrics: Metrics): Spool {
+export function instrumentSpool(
+  spool: Spool,
+  kind: string,
+  metrics: Metrics,
+  counts: DestinationCounts,
+): Spool {
   const append = spool.append.bind(spool);
   return Object.assign(spool, {
     async append(batch: Parameters<Spool['append']>[0]) {
       const seq = await append(batch);
       metrics.recordsSpooled.inc({ sink: kind }, batch.records.length);
+      counts.spooled += batch.records.length;
       return seq;
     },
   });

@@ -4,7 +4,12 @@ import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Keyring } from '../secrets.ts';
 import type { Db } from '../store/db.ts';
-import { currentPipelineVersion, loadPipelineConfig } from '../store/pipeline-config.ts';
+import {
+  currentPipelineVersion,
+  loadPipelineConfig,
+  type PipelineConfig,
+} from '../store/pipeline-config.ts';
+import { accountStats, createPipelineCounts, type PipelineStats } from './account-stats.ts';
 import { type Claim, createAdmission } from './admission.ts';
 import { type AuditRelay, createAuditRelay } from './audit-relay.ts';
 import { deliverAll } from './deliver.ts';
@@ -46,6 +51,8 @@ export interface Pipeline {
   destinationHealth(id: string): DestinationHealth | undefined;
   /** Sends one test event to a destination (POST /event_destinations/{id}/test). */
   testDestination(accountId: string, id: string): Promise<TestDelivery>;
+  /** What `accountId` sees of the pipeline (GET /pipeline/stats): its own counters only. */
+  stats(accountId: string): PipelineStats;
   /** Sets the gauges (destination states, backlog, workers) just before a scrape. */
   refreshGauges(): void;
   /** The open taps (GET …/tap, POST /filters/preview): what the workers tee to them. */
@@ -89,19 +96,23 @@ export async function createPipeline(deps: {
     metrics,
   });
   const taps = createTaps();
+  const counts = createPipelineCounts();
+  let loaded: PipelineConfig = { version: 0, destinations: [], subscriptions: [] };
   let routing: Routing = compileRouting({ version: 0, subscriptions: [] });
   let reloading: Promise<void> | undefined;
   let reloadAgain: Promise<void> | undefined;
 
   async function load(): Promise<void> {
-    const loaded = await loadPipelineConfig(db, keyring);
-    const next = compileRouting(loaded);
+    const config = await loadPipelineConfig(db, keyring);
+    const next = compileRouting(config);
     for (const broken of next.broken)
       logger.error(broken, 'subscription source does not compile; skipped');
     // Destinations first, so no route ever names one that is not open yet.
-    await destinations.sync(loaded.destinations);
-    pool.setConfig(loaded);
+    await destinations.sync(config.destinations);
+    pool.setConfig(config);
     routing = next;
+    loaded = config;
+    counts.keepSubscriptions(new Set(config.subscriptions.map(({ id }) => id)));
   }
 
   // A reload always reads the store after it was asked for: while one runs, callers share one
@@ -141,6 +152,8 @@ export async function createPipeline(deps: {
     db,
     destinations,
     routing: currentRouting,
+    taps,
+    counts,
     logger,
     intervalMs: 1_000,
   });
@@ -165,16 +178,25 @@ export async function createPipeline(deps: {
       logger.error({ err: result.message }, 'route-events worker failed');
       throw new AppError('ERR_INTERNAL', 'internal error');
     }
-    if (result.kind === 'invalid') throw new AppError('ERR_INVALID_EVENTS', result.message);
+    if (result.kind === 'invalid') {
+      counts.rejected(result.accounts);
+      throw new AppError('ERR_INVALID_EVENTS', result.message);
+    }
     if (result.kind === 'too-many') throw new AppError('ERR_BODY_TOO_LARGE', result.message);
     if (result.tapped !== undefined) taps.offer(result.tapped);
-    claim.take(result.bytes);
     try {
-      await admitEvents?.(result.accepted);
-      await deliverAll(destinations, result.deliveries);
-    } finally {
-      claim.give(result.bytes);
+      claim.take(result.bytes);
+      try {
+        await admitEvents?.(result.accepted);
+        await deliverAll(destinations, result.deliveries);
+      } finally {
+        claim.give(result.bytes);
+      }
+    } catch (error) {
+      counts.rejected(result.tally.accounts.map(([accountId, events]) => [accountId, events]));
+      throw error;
     }
+    counts.routed(result.tally);
     return { response: result.response, accepted: result.accepted, matched: result.matched };
   }
 
@@ -186,6 +208,13 @@ export async function createPipeline(deps: {
     taps,
     reload,
     destinationHealth: (id) => destinations.health(id),
+    stats: (accountId) =>
+      accountStats(accountId, {
+        counts,
+        config: loaded,
+        health: (id) => destinations.health(id),
+        destinationCounts: (id) => destinations.counts(id),
+      }),
     testDestination: (accountId, id) => deliverTestEvent(destinations, id, accountId, { reload }),
     admit() {
       try {

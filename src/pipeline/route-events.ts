@@ -4,6 +4,7 @@ import type { AppError } from '../errors.ts';
 import { PublishResponseSchema } from '../gen/agent_ingress/ingest/v0/ingest_pb.ts';
 import { newId } from '../ids.ts';
 import type { EventRecord } from '../sinks/types.ts';
+import { eventsByAccount, RequestTally } from './match-tally.ts';
 import type { Routing } from './routing.ts';
 import { sampled } from './sampling.ts';
 import { createTee, type TapSpec } from './tap-tee.ts';
@@ -75,11 +76,16 @@ export function routeRequest(
         message: `a request may carry at most ${maxEvents} events (MAX_INGEST_EVENTS); split it`,
       };
     }
-    return { kind: 'invalid', message: `malformed PublishRequest: ${(error as Error).message}` };
+    return {
+      kind: 'invalid',
+      message: `malformed PublishRequest: ${(error as Error).message}`,
+      accounts: [],
+    };
   }
   for (let i = 0; i < events.length; i++) {
     const why = problem(events[i], i);
-    if (why !== undefined) return { kind: 'invalid', message: why };
+    if (why !== undefined)
+      return { kind: 'invalid', message: why, accounts: eventsByAccount(events) };
   }
   const received = new Date(receivedAt).toISOString();
   const byDestination = new Map<string, EventRecord[]>();
@@ -87,6 +93,7 @@ export function routeRequest(
   let matched = 0;
   let jsonBytes = 0;
   const tee = createTee(taps);
+  const tally = new RequestTally();
   for (let i = 0; i < events.length; i++) {
     const event = events[i];
     const eventId = event.eventId || newId('ev');
@@ -101,7 +108,10 @@ export function routeRequest(
       );
     }
     const routes = routing.routes(event.accountId, eventType);
-    if (routes.length === 0) continue;
+    if (routes.length === 0) {
+      tally.event(accountId, false);
+      continue;
+    }
     const key = partitionKey(object);
     // One serialization per distinct field selection, and one record per destination and
     // selection: subscriptions that agree share the work and never duplicate a line.
@@ -111,6 +121,7 @@ export function routeRequest(
       if (route.filter !== undefined && !route.filter.matches(object)) continue;
       if (!sampled(eventId, route.sampleBound)) continue;
       routedAny = true;
+      tally.route(route);
       let record = records.get(route.projectionKey);
       if (record === undefined) {
         const selected = route.project === undefined ? object : route.project(object);
@@ -128,6 +139,7 @@ export function routeRequest(
       }
     }
     if (routedAny) matched++;
+    tally.event(accountId, routedAny);
   }
   const deliveries: Delivery[] = [];
   for (const [destinationId, records] of byDestination) deliveries.push({ destinationId, records });
@@ -142,6 +154,7 @@ export function routeRequest(
     matched,
     deliveries,
     bytes: jsonBytes,
+    tally: tally.result(),
     ...(tee === undefined ? {} : { tapped: tee.catches() }),
   };
 }

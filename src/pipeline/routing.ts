@@ -6,6 +6,7 @@ import {
   compileProjection,
   type Projection,
 } from '../filter/index.ts';
+import { newRouteTally, type RouteTally } from './match-tally.ts';
 import { sampleBound } from './sampling.ts';
 
 /** The subscriptions the pipeline routes by, for all accounts (loaded from the store). */
@@ -32,6 +33,8 @@ export interface Route {
   /** Equal for routes that select the same fields, so their output is serialized once. */
   projectionKey: string;
   destinationIds: readonly string[];
+  /** Where routeRequest counts this route's matches in one request (match-tally.ts). */
+  tally: RouteTally;
 }
 
 /** Routes by account and event type, compiled once per configuration version. */
@@ -68,6 +71,7 @@ export function compileRouting(config: RoutingConfig): Routing {
           projectionKey:
             traffic && source.fields.length > 0 ? [...source.fields].sort().join(',') : '*',
           destinationIds: subscription.destinationIds,
+          tally: newRouteTally(),
         };
       } catch (error) {
         broken.push({ subscriptionId: subscription.id, type: source.type, error: String(error) });

@@ -1,4 +1,5 @@
 import type { EventRecord } from '../sinks/types.ts';
+import type { Tally } from './match-tally.ts';
 import type { RoutingConfig } from './routing.ts';
 import type { TapCatch, TapSpec } from './tap-tee.ts';
 
@@ -29,7 +30,8 @@ export interface Delivery {
 /** What a worker answers. */
 export type RouteResult =
   | { kind: 'need-config' }
-  | { kind: 'invalid'; message: string }
+  /** `accounts`: the request's events per account, for their accounts' rejected count. */
+  | { kind: 'invalid'; message: string; accounts: [string, number][] }
   | { kind: 'too-many'; message: string }
   /** A bug in routing (never the client's doing); `message` is for the log. */
   | { kind: 'failed'; message: string }
@@ -42,6 +44,8 @@ export type RouteResult =
       deliveries: Delivery[];
       /** Size of the records' JSON, characters (each record once, however many destinations share it). */
       bytes: number;
+      /** Events per account and matches per subscription, for GET /pipeline/stats. */
+      tally: Tally;
       /** What the open taps caught; present only when the task carried taps. */
       tapped?: TapCatch[];
     };

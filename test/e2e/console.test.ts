@@ -27,6 +27,7 @@ describe('the operator’s console at /console, in chromium', () => {
   let page: Page;
   let accountId: string;
   let subscriptionId: string;
+  let connectionsId: string;
   const problems: string[] = [];
 
   /** Publishes `count` HTTP events of the account, all on port 443 (the subscription's filter). */
@@ -55,11 +56,12 @@ describe('the operator’s console at /console, in chromium', () => {
       target: { clickhouse: { url: clickhouse.url, table_prefix: 'console_' } },
     });
     warehouseId = warehouse.body.id;
-    await ctx.api('POST', '/event_subscriptions', {
+    const connections = await ctx.api('POST', '/event_subscriptions', {
       description: 'connections',
       sources: [{ type: 'tcp_connection_closed.v0' }],
       destination_ids: [warehouseId],
     });
+    connectionsId = connections.body.id;
     await ctx.service.pipeline.reload();
     browser = await chromium.launch({
       executablePath: CHROMIUM,
@@ -124,8 +126,42 @@ describe('the operator’s console at /console, in chromium', () => {
     await expect
       .poll(() => page.textContent('[data-counter=events_received] .rate'))
       .not.toBe('0.0/s');
+    await expect
+      .poll(async () =>
+        Number(await page.textContent(`[data-subscription-rate=${subscriptionId}] .total`)),
+      )
+      .toBe(50);
     const archive = '[data-destination]:has-text("archive")';
     expect(await page.textContent(`${archive} .status`)).toBe('ok');
+  });
+
+  it('shows each subscription’s match rate: the one whose events flow moves, the other stays', async () => {
+    const tls = `[data-subscription-rate=${subscriptionId}]`;
+    const idle = `[data-subscription-rate=${connectionsId}]`;
+    await page.waitForSelector(tls);
+    expect(await page.textContent(`${tls} td:nth-child(2)`)).toBe(HTTP);
+    // Published in a stream of small requests, so a one-second snapshot always sees some.
+    let feeding = true;
+    const feeder = (async () => {
+      for (let seed = 100; feeding; seed++) {
+        await publish(5, seed);
+        await sleep(150);
+      }
+    })();
+    try {
+      await expect
+        .poll(() => page.textContent(`${tls} .rate`), { timeout: 10_000 })
+        .not.toBe('0.0/s');
+      expect(await page.textContent(`${idle} .rate`)).toBe('0.0/s');
+      expect(await page.textContent(`${idle} .total`)).toBe('0');
+    } finally {
+      feeding = false;
+      await feeder;
+    }
+  });
+
+  it('sends a test event from the destinations table', async () => {
+    const archive = '[data-destination]:has-text("archive")';
     await page.click(`${archive} >> text=Send test event`);
     await expect.poll(() => page.textContent(`${archive} .test-result`)).toMatch(/^delivered ev_/);
   });

@@ -228,10 +228,11 @@ describe.each(TARGETS)('the $kind sink keeps the sink contract', (target) => {
     const metrics = createMetrics();
     const spoolDir = await mkdtemp(join(tmpdir(), `compliance-spool-${target.kind}-`));
     const spool = await openSpool({ dir: spoolDir, maxBytes: 16 << 20 });
+    const counts = { delivered: 0, spooled: 0, errors: 0 };
     const destination = createDestination({
       id: 'ed_compliance',
-      sink: instrumentSink(await make(target.settings('replay')), target.kind, metrics),
-      spool: instrumentSpool(spool, target.kind, metrics),
+      sink: instrumentSink(await make(target.settings('replay')), target.kind, metrics, counts),
+      spool: instrumentSpool(spool, target.kind, metrics, counts),
       batcher: { maxEvents: 10, maxBytes: 1 << 20, lingerMs: 5 },
       logger,
       retry: { baseMs: 50, maxMs: 500 },
@@ -279,5 +280,14 @@ describe.each(TARGETS)('the $kind sink keeps the sink contract', (target) => {
     expect(
       await value('agent_ingress_sink_write_errors_total', { ...sinkLabel, retriable: 'false' }),
     ).toBe(0);
+    // The destination's own counts (its account's GET /pipeline/stats) agree with the metrics.
+    expect(counts).toEqual({
+      delivered: sent.length,
+      spooled: 20,
+      errors: await value('agent_ingress_sink_write_errors_total', {
+        ...sinkLabel,
+        retriable: 'true',
+      }),
+    });
   });
 });

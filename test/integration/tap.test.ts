@@ -247,24 +247,55 @@ describe('taps: what a subscription (or a filter not saved yet) matches, live an
     await ctx.service.pipeline.reload();
   });
 
-  it('serves the /metrics counters as JSON, and as a stream of them', async () => {
-    const before = await ctx.api('GET', '/pipeline/stats');
-    expect(before.status).toBe(200);
-    await publish(accountA, 20, 5);
-    const after = await ctx.api('GET', '/pipeline/stats');
-    expect(after.body.events_received - before.body.events_received).toBe(20);
-    expect(after.body.events_matched).toBeGreaterThan(before.body.events_matched);
-    const metrics = await (await fetch(`${ctx.service.url}/metrics`)).text();
-    expect(metrics).toContain(`agent_ingress_events_received_total ${after.body.events_received}`);
-    const live = await openSse(`${ctx.service.url}/pipeline/stats`, {
-      headers: { ...auth(), accept: 'text/event-stream' },
+  it('taps audit events: what a subscription with audit sources delivers, its account’s only', async () => {
+    const auditSubscription = async (call: ReturnType<typeof apiClient>) => {
+      const destination = await call('POST', '/event_destinations', {
+        target: { file: { path: `tap-audit-${Math.random().toString(36).slice(2)}` } },
+      });
+      const created = await call('POST', '/event_subscriptions', {
+        sources: [{ type: 'api_key_created.v0' }, { type: 'api_key_deleted.v0' }],
+        destination_ids: [destination.body.id],
+      });
+      expect(created.status).toBe(201);
+      return created.body.id as string;
+    };
+    const callB = apiClient(ctx.service.url, keyB);
+    const auditA = await auditSubscription(ctx.api);
+    const auditB = await auditSubscription(callB);
+    await ctx.service.pipeline.reload();
+    const open = async (path: string, key?: string) => {
+      const stream = await openSse(`${ctx.service.url}${path}?max_seconds=3&rate=100`, {
+        headers: auth(key),
+      });
+      expect((await stream.next())?.event).toBe('open');
+      return stream;
+    };
+    const tap = await open(`/event_subscriptions/${auditA}/tap`);
+    const deletedOnly = await open(`/event_subscriptions/${auditA}/sources/api_key_deleted.v0/tap`);
+    const ofB = await open(`/event_subscriptions/${auditB}/tap`, keyB);
+    const matchedBefore = (await ctx.api('GET', '/pipeline/stats')).body.subscriptions.find(
+      (s: { id: string }) => s.id === auditA,
+    ).events_matched;
+    const key = await ctx.api('POST', '/api_keys', { description: 'tapped' });
+    expect(key.status).toBe(201);
+    expect(key.body.token).toEqual(expect.any(String));
+    const shown = events(await tap.rest(5_000));
+    expect(shown).toHaveLength(1);
+    expect(shown[0]).toMatchObject({ sampled: false, skipped: 0, matched: 1, shown: 1 });
+    expect(shown[0].event).toMatchObject({
+      event_type: 'api_key_created.v0',
+      account_id: accountA,
+      object: { id: key.body.id, description: 'tapped' },
     });
-    const first = await live.next();
-    expect(first?.event).toBe('stats');
-    expect(first?.data.events_received).toBe(after.body.events_received);
-    await publish(accountA, 5, 6);
-    const second = await live.next(3_000);
-    expect(second?.data.events_received).toBe(after.body.events_received + 5);
-    live.close();
+    // The record as the destination got it: the token is shown once, to its creator, never here.
+    expect(JSON.stringify(shown[0].event)).not.toContain(key.body.token);
+    for (const other of [deletedOnly, ofB]) {
+      const all = await other.rest(5_000);
+      expect(events(all)).toEqual([]);
+      expect(all.at(-1)?.data).toMatchObject({ matched: 0, shown: 0 });
+    }
+    const stats = (await ctx.api('GET', '/pipeline/stats')).body;
+    const matched = stats.subscriptions.find((s: { id: string }) => s.id === auditA);
+    expect(matched.events_matched).toBe(matchedBefore + 1);
   });
 });

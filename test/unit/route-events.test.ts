@@ -84,6 +84,10 @@ describe('routeRequest', () => {
     expect(routeRequest(routing, bytes, Date.now())).toEqual({
       kind: 'invalid',
       message: 'events[2].account_id must be 1-128 characters',
+      accounts: [
+        ['ac_a', 2],
+        ['', 1],
+      ],
     });
     expect(routeRequest(routing, new Uint8Array([0xff, 0xff, 0xff]), Date.now()).kind).toBe(
       'invalid',
@@ -157,5 +161,54 @@ describe('routeRequest with taps (tap-tee.ts)', () => {
     expect(byId.tap_p.matched).toBe(ofB);
     expect(byId.tap_p.records).toHaveLength(Math.min(ofB, TEE_PER_REQUEST));
     for (const json of byId.tap_p.records) expect(JSON.parse(json).account_id).toBe('ac_b');
+  });
+
+  it('tallies events per account and matches per subscription, after filter and sampling', () => {
+    const tallied = compileRouting(
+      config([
+        {
+          id: 's_all',
+          accountId: 'ac_a',
+          sources: [{ type: HTTP, filter: '', fields: [] }],
+          destinationIds: ['d1'],
+        },
+        {
+          id: 's_443',
+          accountId: 'ac_a',
+          sources: [{ type: HTTP, filter: 'conn.server_port == 443', fields: [] }],
+          destinationIds: ['d1'],
+        },
+        {
+          id: 's_half',
+          accountId: 'ac_a',
+          sources: [{ type: HTTP, filter: '', fields: [], sampleRate: 0.5 }],
+          destinationIds: ['d2'],
+        },
+      ]),
+    );
+    // Accounts interleaved, so runs of one account are summed into one entry each.
+    const { events, bytes } = request(200, ['ac_a', 'ac_b', 'ac_a', 'ac_c']);
+    const ofA = events.filter((event) => event.accountId === 'ac_a');
+    const on443 = ofA.filter((event) => (event.payload.value as any).conn.serverPort === 443);
+    expect(on443.length).toBeGreaterThan(0);
+    for (let round = 0; round < 2; round++) {
+      const result = routeRequest(tallied, bytes, Date.now());
+      if (result.kind !== 'routed') throw new Error(result.kind);
+      const half = result.deliveries.find((d) => d.destinationId === 'd2')?.records.length ?? 0;
+      expect(half).toBeGreaterThan(0);
+      expect(half).toBeLessThan(ofA.length);
+      const accounts = Object.fromEntries(result.tally.accounts.map(([id, ...n]) => [id, n]));
+      expect(accounts).toEqual({
+        ac_a: [ofA.length, ofA.length],
+        ac_b: [events.filter((event) => event.accountId === 'ac_b').length, 0],
+        ac_c: [events.filter((event) => event.accountId === 'ac_c').length, 0],
+      });
+      // Each request counts afresh (the routes' scratch counts do not carry over).
+      expect(Object.fromEntries(result.tally.subscriptions)).toEqual({
+        s_all: ofA.length,
+        s_443: on443.length,
+        s_half: half,
+      });
+    }
   });
 });

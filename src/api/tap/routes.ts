@@ -11,7 +11,7 @@ import { checkShape, FIELD_CODES } from '../validate.ts';
 import { type EventStream, openEventStream } from './sse.ts';
 
 // The live views of the pipeline: taps on a subscription (or one of its sources), a preview of
-// a filter not saved yet, and the service-wide counters. Each answers Server-Sent Events; every
+// a filter not saved yet, and the caller's account's counters. Each answers Server-Sent Events; every
 // stream ends when the service closes, so none holds shutdown up.
 
 const PREVIEW = TOP_LEVEL_ROUTES.find((route) => route.name === 'filters.preview')!;
@@ -170,11 +170,12 @@ export async function tapRoutes(app: FastifyInstance, deps: ApiDeps): Promise<vo
 
   app.get(STATS.path, async (request, reply) => {
     const stats = available(deps.stats, 'the pipeline');
-    if (!request.headers.accept?.includes('text/event-stream')) return stats();
+    const { accountId } = request.caller;
+    if (!request.headers.accept?.includes('text/event-stream')) return stats(accountId);
     const stream = track(openEventStream(request, reply));
-    const send = async () => stream.send('stats', JSON.stringify(await stats()));
-    const timer = setInterval(() => void send().catch(() => stream.end()), STATS_INTERVAL_MS);
+    const send = () => stream.send('stats', JSON.stringify(stats(accountId)));
+    const timer = setInterval(send, STATS_INTERVAL_MS);
     stream.onClose(() => clearInterval(timer));
-    await send();
+    send();
   });
 }

@@ -1,19 +1,25 @@
 import { api, stream } from '/console/api.js';
 import { html, useEffect, useState } from '/console/vendor/preact-htm.js';
 
-// Is it flowing, and where does it fail? The service-wide counters of /metrics, one snapshot a
-// second over SSE, turned into rates; and this account's destinations with their health.
+// Is it flowing, and where does it fail? This account's counters (GET /pipeline/stats), one
+// snapshot a second over SSE, turned into rates: its events, each subscription's matches, and
+// its destinations with their health.
 
 const COUNTERS = [
   ['events_received', 'Received'],
   ['events_matched', 'Matched'],
   ['records_delivered', 'Delivered'],
   ['records_spooled', 'Spooled'],
-  ['requests_rejected', 'Rejected (requests)'],
+  ['events_rejected', 'Rejected'],
 ];
 
+/** Per second between two snapshots' values; 0 for the first. */
+function rate(now, before, seconds) {
+  return seconds > 0 && before !== undefined ? (now - before) / seconds : 0;
+}
+
 function useStats() {
-  const [state, setState] = useState({ stats: undefined, rates: {}, error: '' });
+  const [state, setState] = useState({ stats: undefined, rates: {}, matchRates: {}, error: '' });
   useEffect(() => {
     const abort = new AbortController();
     let previous;
@@ -22,11 +28,14 @@ function useStats() {
       onEvent(_name, stats) {
         const seconds = previous && (Date.parse(stats.at) - Date.parse(previous.at)) / 1000;
         const rates = {};
-        for (const [key] of COUNTERS) {
-          rates[key] = seconds > 0 ? (stats[key] - previous[key]) / seconds : 0;
+        for (const [key] of COUNTERS) rates[key] = rate(stats[key], previous?.[key], seconds);
+        const matchedBefore = new Map(previous?.subscriptions.map((s) => [s.id, s.events_matched]));
+        const matchRates = {};
+        for (const { id, events_matched } of stats.subscriptions) {
+          matchRates[id] = rate(events_matched, matchedBefore.get(id), seconds);
         }
         previous = stats;
-        setState({ stats, rates, error: '' });
+        setState({ stats, rates, matchRates, error: '' });
       },
     }).catch((error) => abort.signal.aborted || setState((s) => ({ ...s, error: error.message })));
     return () => abort.abort();
@@ -34,8 +43,7 @@ function useStats() {
   return state;
 }
 
-function Counters() {
-  const { stats, rates, error } = useStats();
+function Counters({ stats, rates, error }) {
   if (error) return html`<p class="error">${error}</p>`;
   if (!stats) return html`<p>Connecting…</p>`;
   return html`<div class="counters">
@@ -52,6 +60,39 @@ function Counters() {
       <span class="total">records in spools</span>
     </div>
   </div>`;
+}
+
+/** Each subscription's matches (after filter and sampling): events/s and since the start. */
+function Subscriptions({ stats, matchRates }) {
+  const [described, setDescribed] = useState({});
+  useEffect(() => {
+    const load = () =>
+      api('GET', '/event_subscriptions?limit=100')
+        .then((page) =>
+          setDescribed(Object.fromEntries(page.event_subscriptions.map((s) => [s.id, s]))),
+        )
+        .catch(() => {});
+    load();
+    const timer = setInterval(load, 5000);
+    return () => clearInterval(timer);
+  }, []);
+  if (!stats) return null;
+  if (stats.subscriptions.length === 0) return html`<p>No event subscriptions yet.</p>`;
+  return html`<table class="subscriptions">
+    <thead>
+      <tr><th>Subscription</th><th>Sources</th><th>Matched/s</th><th>Matched</th></tr>
+    </thead>
+    <tbody>
+      ${stats.subscriptions.map(
+        (s) => html`<tr key=${s.id} data-subscription-rate=${s.id}>
+          <td><code>${s.id}</code><br />${described[s.id]?.description ?? ''}</td>
+          <td>${s.types.join(', ')}</td>
+          <td class="rate">${(matchRates[s.id] ?? 0).toFixed(1)}/s</td>
+          <td class="total">${s.events_matched}</td>
+        </tr>`,
+      )}
+    </tbody>
+  </table>`;
 }
 
 function targetKind(destination) {
@@ -112,10 +153,13 @@ function Destinations() {
 }
 
 export function PipelinePage() {
+  const state = useStats();
   return html`<section>
-    <h2>Pipeline <small>all accounts of this service, live</small></h2>
-    <${Counters} />
-    <h2>Destinations <small>this account</small></h2>
+    <h2>Pipeline <small>this account, live</small></h2>
+    <${Counters} ...${state} />
+    <h2>Subscriptions <small>match rate</small></h2>
+    <${Subscriptions} ...${state} />
+    <h2>Destinations</h2>
     <${Destinations} />
   </section>`;
 }

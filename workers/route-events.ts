@@ -1,7 +1,9 @@
+import { readlinkSync } from 'node:fs';
+import { setPriority } from 'node:os';
+import { isMainThread } from 'node:worker_threads';
 import { routeRequest } from '../src/pipeline/route-events.ts';
 import { compileRouting, type Routing } from '../src/pipeline/routing.ts';
 import type { RouteResult, RouteTask } from '../src/pipeline/worker-protocol.ts';
-import { lowerThreadPriority } from '../src/worker-priority.ts';
 
 // Piscina worker entry point. Each worker keeps the routing (compiled CEL filters and
 // projections) of one configuration version; a task for another version makes it ask for the
@@ -9,7 +11,12 @@ import { lowerThreadPriority } from '../src/worker-priority.ts';
 
 let routing: Routing | undefined;
 
-lowerThreadPriority();
+// A worker yields the CPU to the ingest thread (nice +10 for this thread; Linux names it in
+// /proc/thread-self): when the pool is saturated, the event loop that reads requests, answers
+// them and serves /healthz and the REST API still gets the CPU it needs. Elsewhere: as is.
+try {
+  if (!isMainThread) setPriority(Number(readlinkSync('/proc/thread-self').split('/').at(-1)), 10);
+} catch {}
 
 /**
  * Routes one Publish request. A bug in routing is answered as `failed`, so that a task the pool

@@ -26,8 +26,8 @@ function encodePool(): Piscina<EncodeTask, EncodeResult> {
     pool = new Piscina<EncodeTask, EncodeResult>({
       filename: WORKER_FILE,
       minThreads: 0,
-      // Destinations write one batch at a time each; one thread keeps the sink's share of the
-      // CPU bounded on a small machine.
+      // Destinations write one batch at a time each; one thread bounds the sink's share of the
+      // CPU on a small machine.
       maxThreads: 1,
       idleTimeout: 30_000,
     });

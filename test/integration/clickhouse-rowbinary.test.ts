@@ -310,6 +310,23 @@ describe('RowBinary inserts against the JSONEachRow path', () => {
     await expectSameTables('rb_replay', 'js_replay', records.length);
   });
 
+  it('sends the same rows gzip-compressed when compression.request is set', async () => {
+    const records = [...workerRecords(50, 4), ...edgeCases()];
+    const sink = createClickHouseSink({
+      config: parseClickHouseSinkConfig({
+        url: ch.url,
+        database: 'rb_gzip',
+        compression: { request: true },
+      }),
+      tableFor,
+      logger,
+    });
+    await sink.write(toBatch(records));
+    await sink.close();
+    await insertJson('js_gzip', 'rb_gzip', toBatch(records));
+    await expectSameTables('rb_gzip', 'js_gzip', records.length);
+  });
+
   it('holds a time outside DateTime to its ends, where 18.16 read the JSON text as day 0', async () => {
     const records = [
       httpCase('ev_1969', (d) => {

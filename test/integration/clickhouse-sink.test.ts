@@ -7,9 +7,9 @@ import type { ColumnSpec } from '../../src/catalogue/types.ts';
 import { createDestination } from '../../src/pipeline/destination.ts';
 import { openSpool } from '../../src/pipeline/spool.ts';
 import type { TableFor } from '../../src/sinks/clickhouse/encode.ts';
-import { encodeRows } from '../../src/sinks/clickhouse/encode.ts';
+import { encodeRowBinary } from '../../src/sinks/clickhouse/encode.ts';
 import { parseClickHouseSinkConfig } from '../../src/sinks/clickhouse/index.ts';
-import { createTableSql, serverProfile } from '../../src/sinks/clickhouse/schema.ts';
+import { columnType, createTableSql, serverProfile } from '../../src/sinks/clickhouse/schema.ts';
 import { clickHouseSinkError, createClickHouseSink } from '../../src/sinks/clickhouse/sink.ts';
 import type { Batch, EventRecord } from '../../src/sinks/types.ts';
 import { type ClickHouseServer, startClickHouse } from '../helpers/clickhouse.ts';
@@ -135,13 +135,41 @@ describe('clickhouse DDL for a modern server', () => {
     expect(audit).toContain('ORDER BY (`account_id`, `object_id`, `event_timestamp`)');
   });
 
-  it('encodes timestamps with milliseconds and maps as objects for a modern server', () => {
-    const out = encodeRows(toBatch([httpRecord(7)]), tableFor, serverProfile('23.3.1'));
-    const [row] = out.get('http_request_complete_v0')!.rows;
-    expect(row.event_timestamp).toBe('2026-03-04 05:06:07.007');
-    expect(row.http_request_headers).toEqual({ Accept: ['text/html', 'application/json'] });
-    expect(row.backend_connection_reused).toBe(0);
-    expect(row.http_response_body_length).toBe(700);
+  it('encodes timestamps with milliseconds and maps as Map rows for a modern server', () => {
+    const profile = serverProfile('23.3.1');
+    const types = HTTP_COLUMNS.map((c) => columnType(c, profile));
+    const bytes = Buffer.from(
+      encodeRowBinary({ columns: HTTP_COLUMNS, types, jsons: [httpRecord(7).json] }, profile),
+    );
+    const str = (s: string) => Buffer.concat([Buffer.from([s.length]), Buffer.from(s)]);
+    const i64 = (n: bigint) => {
+      const b = Buffer.alloc(8);
+      b.writeBigInt64LE(n);
+      return b;
+    };
+    const i32 = (n: number) => {
+      const b = Buffer.alloc(4);
+      b.writeInt32LE(n);
+      return b;
+    };
+    const want = Buffer.concat([
+      str('ev_7'),
+      str('http_request_complete.v0'),
+      i64(BigInt(Date.UTC(2026, 2, 4, 5, 6, 7, 7))), // DateTime64(3): the fraction cut to ms
+      str('ac_1'),
+      str('host-1.example.com'),
+      i32(443),
+      Buffer.from([0]), // connection_reused: false
+      i64(700n),
+      Buffer.from([1]), // one header, two values
+      str('Accept'),
+      Buffer.from([2]),
+      str('text/html'),
+      str('application/json'),
+      str('allow'),
+      str('[{"action":"log","n":7}]'),
+    ]);
+    expect(bytes.toString('hex')).toBe(want.toString('hex'));
   });
 
   it('classifies server and network errors', () => {

@@ -1,10 +1,9 @@
 import type { ColumnSpec } from '../../catalogue/types.ts';
 import type { Batch } from '../types.ts';
 import { SinkError } from '../types.ts';
-import { type RowEncoder, rowEncoder } from './row-encoder.ts';
+import { ByteWriter } from './row-binary.ts';
+import { rowEncoder } from './row-encoder.ts';
 import type { ServerProfile } from './schema.ts';
-
-export { columnValue } from './row-values.ts';
 
 /** The table an event type lands in and its columns; undefined for a type with no table. */
 export interface TableTarget {
@@ -15,59 +14,56 @@ export interface TableTarget {
 /** Looks up an event type's table: given to the sink by the catalogue. */
 export type TableFor = (eventType: string) => TableTarget | undefined;
 
-/** One JSONEachRow insert: the rows of a batch that belong to one table. */
-export interface TableRows {
+/** The envelopes of a batch that go to one table, in record order. */
+export interface TableRecords {
   target: TableTarget;
-  rows: Record<string, unknown>[];
+  jsons: string[];
 }
 
-// Splits a batch by table in record order, handing each record to its table's compiled encoder.
-function byTable<G>(
-  batch: Batch,
-  tableFor: TableFor,
-  profile: ServerProfile,
-  open: (target: TableTarget) => G,
-  add: (group: G, encoder: RowEncoder, json: string) => void,
-): Map<string, G> {
-  const out = new Map<string, G>();
+/**
+ * Splits a batch by table. An event type with no table is a catalogue/configuration error:
+ * permanent, so the destination parks and says so.
+ */
+export function byTable(batch: Batch, tableFor: TableFor): Map<string, TableRecords> {
+  const out = new Map<string, TableRecords>();
   let last: TableTarget | undefined;
-  let encoder: RowEncoder | undefined;
+  let group: TableRecords | undefined;
   for (const record of batch.records) {
     const target = tableFor(record.eventType);
     if (!target) {
       throw new SinkError(`clickhouse: no table for event type ${record.eventType}`, false);
     }
-    let group = out.get(target.table);
-    if (group === undefined) {
-      group = open(target);
-      out.set(target.table, group);
-    }
-    if (target !== last || encoder === undefined) {
-      encoder = rowEncoder(target.columns, profile);
+    if (target !== last || group === undefined) {
+      group = out.get(target.table);
+      if (group === undefined) {
+        group = { target, jsons: [] };
+        out.set(target.table, group);
+      }
       last = target;
     }
-    add(group, encoder, record.json);
+    group.jsons.push(record.json);
   }
   return out;
 }
 
+/** One table's part of an encode task: its columns, their types in the table, the envelopes. */
+export interface TableChunk {
+  columns: readonly ColumnSpec[];
+  /** Each column's type as the table has it (`system.columns`), in `columns` order. */
+  types: readonly string[];
+  jsons: readonly string[];
+}
+
 /**
- * Splits a batch into rows per table. A column whose value is absent is left out of the row, so
- * ClickHouse stores the type's default. An event type with no table is a catalogue/configuration
- * error: permanent, so the destination parks and says so. Bad JSON throws JSON.parse's error.
+ * The RowBinary rows of the envelopes, one per envelope, the columns in order. Throws
+ * JSON.parse's error on bad JSON, and for a column type it cannot write.
  */
-export function encodeRows(
-  batch: Batch,
-  tableFor: TableFor,
-  profile: ServerProfile,
-): Map<string, TableRows> {
-  return byTable<TableRows>(
-    batch,
-    tableFor,
-    profile,
-    (target) => ({ target, rows: [] }),
-    (group, encoder, json) => {
-      group.rows.push(encoder.object(json));
-    },
-  );
+export function encodeRowBinary(chunk: TableChunk, profile: ServerProfile): Buffer {
+  const encoder = rowEncoder(chunk.columns, chunk.types, profile);
+  let chars = 0;
+  for (const json of chunk.jsons) chars += json.length;
+  // RowBinary leaves out the keys and most punctuation: rarely more than the envelopes' text.
+  const w = new ByteWriter(chars + 1024);
+  for (const json of chunk.jsons) encoder.write(json, w);
+  return w.result();
 }

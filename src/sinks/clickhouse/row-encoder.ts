@@ -1,42 +1,40 @@
 import { parseExact } from '../../catalogue/int64-json.ts';
 import type { ColumnSpec } from '../../catalogue/types.ts';
 import { NOT_PLAIN, skipLeaf } from './json-scan.ts';
+import { type ByteWriter, clampDateTime, valueWriter } from './row-binary.ts';
 import { compileScanner } from './row-scanner.ts';
-import { rowOf } from './row-values.ts';
+import { columnValue, rowOf } from './row-values.ts';
 import type { ServerProfile } from './schema.ts';
+import { mapOfLists, rfc3339Millis, smallInteger } from './text-values.ts';
 
-// One table's row encoder, generated once per (columns, server profile). It turns a record's
-// envelope JSON into the table's JSONEachRow row, as the object @clickhouse/client stringifies.
+// One table's row encoder, compiled once per (columns, table column types, server profile). It
+// writes a record's envelope JSON as one RowBinary row of the table (row-binary.ts).
 //
 // Fast path: no JSON.parse. A generated scanner walks the envelope text, descending only into the
 // objects on the columns' paths (constant keys per level) and noting where each column's value
 // starts and ends; everything else is checked to be well formed and skipped. Once an envelope has
 // been read, its layout (the text between the column values) is remembered: the next envelopes of
-// that layout are read with one startsWith per value. Strings are taken as raw slices, which is
+// that layout are read with one startsWith per value. Strings are copied as raw bytes, which is
 // exact because the fast path only takes text whose strings need no unescaping (no backslash, no
-// control character, no surrogate: one native regex test per record). A container value written
-// out whole (a header map, a JSON column) is copied as text too, so it must be exactly what
+// control character, no surrogate: one native regex test per record); an all-ASCII envelope is
+// encoded to UTF-8 once and its values copied from there. A container value written out whole (a
+// header map, a JSON column) is copied as text too, so it must be exactly what
 // JSON.stringify(JSON.parse(slice)) would give: no whitespace, numbers in their shortest form, no
-// integer-like key (JSON.parse moves those first), no repeated key.
+// integer-like key (JSON.parse moves those first), no repeated key. Integers, booleans and
+// RFC 3339 timestamps are read from the text (text-values.ts).
 //
 // Anything else (escapes, whitespace, a repeated key on a column's path, malformed JSON) makes the
-// scanner give up, and the record takes the slow path: JSON.parse (parseExact: integers beyond 2^53
-// keep their digits) and the generic column mapping
-// below (the reference semantics, which the fast path reproduces byte for byte, and JSON.parse's
-// own error for bad JSON). A value of a type the generated code does not expect for its column is
-// parsed alone and given to the same generic mapping. Column sets the scanner cannot serve (a
-// column whose path is a prefix of another's, such as the audit table's whole `object` next to
-// `object.id`; a name that is not a plain identifier) always take the slow path.
-//
-// Measured on batches of 2,000 generated http/tcp envelopes (2.5 MiB): JSON.parse was about three
-// quarters of the old encoder's time (mostly building the header maps: each has its own key order,
-// so V8 makes new hidden classes), the generic mapping the rest; the fast path takes under 40% of
-// the old total.
+// scanner give up, and the record takes the slow path: JSON.parse (parseExact: integers beyond
+// 2^53 keep their digits), the reference mapping of row-values.ts (what the JSONEachRow insert
+// sent) and the type's writer. The fast path reproduces it byte for byte; a value of a type it
+// does not expect for its column is parsed alone and given to the same mapping. Column sets the
+// scanner cannot serve (a column whose path is a prefix of another's, such as the audit table's
+// whole `object` next to `object.id`; a name that is not a plain identifier) always take the slow
+// path.
 
-/** Encodes envelopes (a record's `json`) into one table's rows; throws JSON.parse's error on bad JSON. */
+/** Writes envelopes (a record's `json`) as one table's rows; throws JSON.parse's error on bad JSON. */
 export interface RowEncoder {
-  /** The row as an object, for a JSONEachRow insert of values. */
-  object(json: string): Record<string, unknown>;
+  write(json: string, w: ByteWriter): void;
 }
 
 // The text around the column values of one envelope layout (the same keys in the same order, the
@@ -92,10 +90,56 @@ function matchLayout(layout: Layout, s: string, at: Int32Array): boolean {
   return s.length - p === layout.tail.length && s.startsWith(layout.tail, p);
 }
 
-function compileEncoder(columns: readonly ColumnSpec[], profile: ServerProfile): RowEncoder {
-  const slowObject = (json: string) => rowOf(parseExact(json), columns, profile);
-  const scanner = compileScanner(columns, profile);
-  if (scanner === undefined) return { object: slowObject };
+// How the fast path writes each column, chosen from its kind and the table's actual type; any
+// other pair (a table made for another server version, say) is written by the reference mapping.
+const GENERIC = 0;
+const STRING = 1; // a JSON string's content as String
+const TEXT = 2; // a container's canonical text as String (json; a header map on legacy servers)
+const INT64 = 3;
+const INT32 = 4;
+const BOOL = 5;
+const DATETIME = 6;
+const DATETIME64_3 = 7;
+const MAP = 8; // an object of string lists as Map(String, Array(String))
+
+function fastOp(column: ColumnSpec, type: string): number {
+  switch (column.kind) {
+    case 'string':
+      return type === 'String' || type === 'LowCardinality(String)' ? STRING : GENERIC;
+    case 'json':
+      return type === 'String' ? TEXT : GENERIC;
+    case 'string_list_map':
+      if (type === 'String') return TEXT;
+      return type === 'Map(String, Array(String))' ? MAP : GENERIC;
+    case 'int64':
+      return type === 'Int64' ? INT64 : GENERIC;
+    case 'int32':
+      return type === 'Int32' ? INT32 : GENERIC;
+    case 'bool':
+      return type === 'UInt8' ? BOOL : GENERIC;
+    case 'timestamp':
+      if (type === "DateTime('UTC')") return DATETIME;
+      return type === "DateTime64(3, 'UTC')" ? DATETIME64_3 : GENERIC;
+    case 'string_list':
+      return GENERIC;
+  }
+}
+
+const utf8 = new TextEncoder();
+
+function compileEncoder(
+  columns: readonly ColumnSpec[],
+  types: readonly string[],
+  profile: ServerProfile,
+): RowEncoder {
+  const writers = types.map(valueWriter);
+  const ops = columns.map((c, i) => fastOp(c, types[i]));
+  const slow = (json: string, w: ByteWriter) => {
+    const row = rowOf(parseExact(json), columns, profile);
+    for (let i = 0; i < columns.length; i++) writers[i](w, row[columns[i].name]);
+  };
+  const scanner = compileScanner(columns);
+  if (scanner === undefined) return { write: slow };
   const { at } = scanner;
   const layouts: Layout[] = [];
   // More layouts in turn than the list holds would make every record pay for failed matches and
@@ -126,35 +170,89 @@ function compileEncoder(columns: readonly ColumnSpec[], profile: ServerProfile):
     }
     return true;
   };
+  // The envelope's UTF-8: when it is all ASCII, text positions are byte positions and a string
+  // value is copied from here without a call per value.
+  let bytes = new Uint8Array(4096);
+  const asBytes = (s: string): boolean => {
+    if (bytes.length < 3 * s.length) bytes = new Uint8Array(3 * s.length);
+    return utf8.encodeInto(s, bytes).written === s.length;
+  };
+  // Writes column i's value found at s[a, b) (c: its first character); false to take the
+  // reference mapping instead.
+  const fast = (w: ByteWriter, s: string, ascii: boolean, i: number, a: number, b: number) => {
+    const c = s.charCodeAt(a);
+    switch (ops[i]) {
+      case STRING:
+        if (c !== 34) return false;
+        if (ascii) w.bytes(bytes, a + 1, b - 1);
+        else w.string(s.slice(a + 1, b - 1));
+        return true;
+      case TEXT:
+        if (c !== 123 && c !== 91) return false;
+        if (ascii) w.bytes(bytes, a, b);
+        else w.string(s.slice(a, b));
+        return true;
+      case INT64: {
+        const n = smallInteger(s, a, b);
+        if (Number.isNaN(n)) return false;
+        w.i64(n);
+        return true;
+      }
+      case INT32: {
+        const n = smallInteger(s, a, b);
+        if (Number.isNaN(n)) return false;
+        w.u32(n >>> 0);
+        return true;
+      }
+      case BOOL:
+        if (c !== 116 && c !== 102) return false;
+        w.u8(c === 116 ? 1 : 0);
+        return true;
+      case DATETIME:
+      case DATETIME64_3: {
+        const ms = c === 34 ? rfc3339Millis(s, a + 1, b - 1) : Number.NaN;
+        if (Number.isNaN(ms)) return false;
+        if (ops[i] === DATETIME) w.u32(clampDateTime(Math.floor(ms / 1000)));
+        else w.i64(ms);
+        return true;
+      }
+      case MAP:
+        return c === 123 && mapOfLists(w, s, a, b);
+    }
+    return false;
+  };
   return {
-    object: (json) => (locate(json) ? scanner.object(json) : slowObject(json)),
+    write(s, w) {
+      if (!locate(s)) return slow(s, w);
+      const ascii = asBytes(s);
+      for (let i = 0; i < columns.length; i++) {
+        const a = at[2 * i];
+        // Absent, or null: the type's default, as for a field left out of a JSONEachRow row.
+        if (a < 0 || s.charCodeAt(a) === 110) writers[i](w, undefined);
+        else if (!fast(w, s, ascii, i, a, at[2 * i + 1])) {
+          writers[i](w, columnValue(columns[i], parseExact(s.slice(a, at[2 * i + 1])), profile));
+        }
+      }
+    },
   };
 }
 
-type Compiled = { modern?: RowEncoder; legacy?: RowEncoder };
+// By column set, table types and server profile: the worker gets its columns anew with each task.
+const compiled = new Map<string, RowEncoder>();
 
-// By column array (the catalogue's are made once), then by content: a caller that builds an equal
-// array per call still gets the encoder compiled before, not a new one per record.
-const byArray = new WeakMap<readonly ColumnSpec[], Compiled>();
-const bySpec = new Map<string, Compiled>();
-
-/** The row encoder of a column set on a server profile, compiled on first use. */
-export function rowEncoder(columns: readonly ColumnSpec[], profile: ServerProfile): RowEncoder {
-  let entry = byArray.get(columns);
-  if (entry === undefined) {
-    const spec = JSON.stringify(columns.map((c) => [c.name, c.path, c.kind]));
-    entry = bySpec.get(spec);
-    if (entry === undefined) {
-      entry = {};
-      bySpec.set(spec, entry);
-    }
-    byArray.set(columns, entry);
-  }
-  const key = profile.modern ? 'modern' : 'legacy';
-  let encoder = entry[key];
+/** The row encoder of a column set into a table of these column types, compiled on first use. */
+export function rowEncoder(
+  columns: readonly ColumnSpec[],
+  types: readonly string[],
+  profile: ServerProfile,
+): RowEncoder {
+  const key = JSON.stringify([profile.modern, columns.map((c) => [c.name, c.path, c.kind]), types]);
+  let encoder = compiled.get(key);
   if (encoder === undefined) {
-    encoder = compileEncoder(columns, profile);
-    entry[key] = encoder;
+    // Tables are few; a bound all the same, should column sets keep changing.
+    if (compiled.size >= 256) compiled.clear();
+    encoder = compileEncoder(columns, types, profile);
+    compiled.set(key, encoder);
   }
   return encoder;
 }

@@ -1,12 +1,9 @@
-import { parseExact } from '../../catalogue/int64-json.ts';
 import type { ColumnSpec } from '../../catalogue/types.ts';
 import { skipLeaf, skipValue } from './json-scan.ts';
-import { columnValue, int64, int64Number, timestamp } from './row-values.ts';
-import type { ServerProfile } from './schema.ts';
 
 // The generated scanner of one column set: it walks an envelope's text, descending only into the
-// objects on the columns' paths, notes where each column's value lies and builds the row from
-// those slices (see row-encoder.ts for when it may and when the slow path takes over).
+// objects on the columns' paths and notes where each column's value lies (see row-encoder.ts for
+// when it may and when the slow path takes over).
 
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
@@ -103,101 +100,26 @@ function objectScanner(node: TrieNode): string {
   }`;
 }
 
-// The statements that set column i's value on the row (r). Locals: a (start), b (end), c (first
-// char code), x (scratch). Common value types are converted inline; any other goes to the generic
-// mapping of the parsed value (g).
-function columnCode(column: ColumnSpec, i: number, modern: boolean): string {
-  const put = (expr: string) => `r.${column.name} = ${expr};`;
-  const raw = 's.slice(a, b)';
-  const content = 's.slice(a + 1, b - 1)';
-  const generic = `x = g(${i}, ${raw}); if (x !== undefined) { ${put('x')} }`;
-  const isNumber = '(c === 45 || (c >= 48 && c <= 57))';
-  let fast: string;
-  switch (column.kind) {
-    case 'string':
-      fast = `if (c === 34) { ${put(content)} }`;
-      break;
-    case 'int64':
-      fast = `if (${isNumber}) { ${put(`int64Number(${raw})`)} } else if (c === 34) { x = int64(${content}); if (x !== undefined) { ${put('x')} } }`;
-      break;
-    case 'int32':
-      fast = `if (${isNumber}) { ${put(`Number(${raw})`)} }`;
-      break;
-    case 'bool':
-      fast = `if (c === 116) { ${put('1')} } else if (c === 102) { ${put('0')} }`;
-      break;
-    case 'timestamp':
-      fast = `if (c === 34) { x = ts(${content}); if (x !== undefined) { ${put('x')} } }`;
-      break;
-    case 'string_list_map':
-      fast = `if (c === 123) { ${put(modern ? `parseExact(${raw})` : raw)} }`;
-      break;
-    case 'json':
-      fast = `if (c === 123 || c === 91) { ${put(raw)} }`;
-      break;
-    case 'string_list':
-      fast = ''; // rare (no traffic column has it): always the generic mapping
-      break;
-  }
-  const other = `if (c !== 110) { ${generic} }`; // 110: null, left out
-  return `    a = at[${2 * i}];
-    if (a >= 0) {
-      b = at[${2 * i + 1}]; c = s.charCodeAt(a);
-      ${fast ? `${fast} else ${other}` : other}
-    }`;
-}
-
-type Helpers = {
-  skipValue: typeof skipValue;
-  skipLeaf: typeof skipLeaf;
-  int64: typeof int64;
-  int64Number: typeof int64Number;
-  parseExact: typeof parseExact;
-  ts: (v: string) => string | undefined;
-  g: (i: number, raw: string) => unknown;
-};
-
 export type Scanner = {
   /** Where column i's value lies in the last envelope scanned: at[2i] to at[2i+1], or -1. */
   at: Int32Array;
   /** Scans an envelope from the top (o0); false to give up. */
   scan(s: string): boolean;
-  /** The row of the envelope last scanned (or matched to a layout). */
-  object(s: string): Record<string, unknown>;
 };
 
-export function compileScanner(
-  columns: readonly ColumnSpec[],
-  profile: ServerProfile,
-): Scanner | undefined {
+/** The scanner of a column set, or undefined when its paths cannot be scanned this way. */
+export function compileScanner(columns: readonly ColumnSpec[]): Scanner | undefined {
   const nodes = pathTrie(columns);
   if (nodes === undefined) return undefined;
   const objects = nodes.filter((n) => n.children.size > 0).map(objectScanner);
-  const objectCode = columns.map((c, i) => columnCode(c, i, profile.modern));
   const source = `
-  const { skipValue, skipLeaf, int64, int64Number, parseExact, ts } = h;
+  const { skipValue, skipLeaf } = h;
   const at = new Int32Array(${2 * columns.length});
 ${objects.join('\n')}
   function scan(s) {
     at.fill(-1);
     return s.charCodeAt(0) === 123 && o0(s, 0) === s.length;
   }
-  function object(s) {
-    const g = h.g;
-    const r = {};
-    let a, b, c, x;
-${objectCode.join('\n')}
-    return r;
-  }
-  return { at, scan, object };`;
-  const helpers: Helpers = {
-    skipValue,
-    skipLeaf,
-    int64,
-    int64Number,
-    parseExact,
-    ts: (v) => timestamp(v, profile),
-    g: (i, raw) => columnValue(columns[i], parseExact(raw), profile),
-  };
-  return new Function('h', source)(helpers) as Scanner;
+  return { at, scan };`;
+  return new Function('h', source)({ skipValue, skipLeaf }) as Scanner;
 }

@@ -1,10 +1,11 @@
-import { exactNumber, isRawJson } from '../../catalogue/int64-json.ts';
+import { isRawJson } from '../../catalogue/int64-json.ts';
 import type { ColumnSpec } from '../../catalogue/types.ts';
 import type { ServerProfile } from './schema.ts';
 
-// The reference semantics of a row: what JSONEachRow expects for each column's kind on a server
-// profile, from a parsed envelope. The generated fast path (row-scanner.ts) reproduces it byte
-// for byte and falls back on it for any value it does not expect.
+// The reference semantics of a row: what the sink's JSONEachRow insert sent for each column's kind
+// on a server profile, from a parsed envelope; row-binary.ts writes such a value as ClickHouse
+// read it. The fast path (row-encoder.ts) reproduces it byte for byte and falls back on it for
+// any value it does not expect.
 
 const RFC3339 = /^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}:\d{2})(?:\.(\d+))?Z$/;
 
@@ -72,14 +73,6 @@ export function columnValue(column: ColumnSpec, value: unknown, profile: ServerP
         ? value.map((v) => (isRawJson(v) ? v.rawJSON : String(v)))
         : undefined;
   }
-}
-
-/** An int64 column's JSON number text as the generic mapping has it, without a JSON.parse. */
-export function int64Number(raw: string): number | string {
-  const n = Number(raw);
-  if (Number.isSafeInteger(n)) return n;
-  const exact = exactNumber(raw, n);
-  return typeof exact === 'number' ? Math.trunc(exact) : exact.rawJSON;
 }
 
 /** The value at `path` in a parsed document (undefined past a non-object). */

@@ -1,9 +1,12 @@
+import { Readable } from 'node:stream';
+import { finished } from 'node:stream/promises';
 import { type ClickHouseClient, ClickHouseLogLevel, createClient } from '@clickhouse/client';
 import type { ColumnSpec } from '../../catalogue/types.ts';
 import type { Logger } from '../../logger.ts';
 import { withSinkContract } from '../contract.ts';
 import { type Sink, SinkError } from '../types.ts';
-import { encodeRows, type TableFor, type TableTarget } from './encode.ts';
+import { byTable, type TableFor, type TableRecords } from './encode.ts';
+import { encodeInWorker } from './encode-pool.ts';
 import type { ClickHouseSinkConfig } from './index.ts';
 import {
   addColumnSql,
@@ -105,7 +108,8 @@ export function createClickHouseSink(deps: ClickHouseSinkDeps): Sink {
   });
   let profile: ServerProfile | undefined;
   let databaseReady = false;
-  const ready = new Set<string>();
+  // Per table made ready: the type of each of its columns, as the server has it.
+  const ready = new Map<string, Map<string, string>>();
 
   async function ensureProfile(): Promise<ServerProfile> {
     if (profile) return profile;
@@ -116,48 +120,66 @@ export function createClickHouseSink(deps: ClickHouseSinkDeps): Sink {
     return profile;
   }
 
-  async function existingColumns(table: string): Promise<Set<string>> {
+  async function existingColumns(table: string): Promise<Map<string, string>> {
     // Literals, not query parameters: 18.16 has none; both names are checked plain identifiers.
     const rs = await client.query({
-      query: `SELECT name FROM system.columns WHERE database = '${config.database}' AND table = '${table}'`,
+      query: `SELECT name, type FROM system.columns WHERE database = '${config.database}' AND table = '${table}'`,
       format: 'JSONEachRow',
     });
-    return new Set((await rs.json<{ name: string }>()).map((r) => r.name));
+    return new Map((await rs.json<{ name: string; type: string }>()).map((r) => [r.name, r.type]));
   }
 
   // Create if missing, then add columns the catalogue gained since (fields are only ever added).
-  async function ensureTable(table: string, columns: readonly ColumnSpec[], p: ServerProfile) {
-    if (ready.has(table)) return;
-    if (!databaseReady) {
-      await client.command({ query: createDatabaseSql(config.database) });
-      databaseReady = true;
+  // Rows are encoded for the types the table has, which an older version may have chosen.
+  async function ensureTable(
+    table: string,
+    columns: readonly ColumnSpec[],
+    p: ServerProfile,
+  ): Promise<string[]> {
+    let have = ready.get(table);
+    if (have === undefined) {
+      if (!databaseReady) {
+        await client.command({ query: createDatabaseSql(config.database) });
+        databaseReady = true;
+      }
+      const ddl = { database: config.database, table, columns, profile: p, lowCardinality };
+      await client.command({ query: createTableSql(ddl) });
+      have = await existingColumns(table);
+      let added = false;
+      for (const column of columns) {
+        if (have.has(column.name)) continue;
+        await client.command({ query: addColumnSql({ ...ddl, column }) });
+        log.info({ table, column: column.name }, 'added column');
+        added = true;
+      }
+      if (added) have = await existingColumns(table);
+      ready.set(table, have);
     }
-    const ddl = { database: config.database, table, columns, profile: p, lowCardinality };
-    await client.command({ query: createTableSql(ddl) });
-    const have = await existingColumns(table);
-    for (const column of columns) {
-      if (have.has(column.name)) continue;
-      await client.command({ query: addColumnSql({ ...ddl, column }) });
-      log.info({ table, column: column.name }, 'added column');
-    }
-    ready.add(table);
+    const types = have;
+    return columns.map((c) => types.get(c.name) ?? '');
   }
 
-  async function insert(target: TableTarget, rows: Record<string, unknown>[], p: ServerProfile) {
-    const table = `${config.tablePrefix}${target.table}`;
+  function tableName(group: TableRecords): string {
+    const table = `${config.tablePrefix}${group.target.table}`;
     if (!IDENTIFIER.test(table)) {
       throw new SinkError(
         `clickhouse: table name ${JSON.stringify(table)} is not an identifier`,
         false,
       );
     }
-    await ensureTable(table, target.columns, p);
+    return table;
+  }
+
+  // The columns are named: the table may hold them in another order, or hold more.
+  async function insert(table: string, columns: readonly ColumnSpec[], rows: Uint8Array) {
+    const names = columns.map((c) => quoteIdent(c.name)).join(', ');
     try {
-      await client.insert({
-        table: `${quoteIdent(config.database)}.${quoteIdent(table)}`,
-        values: rows,
-        format: 'JSONEachRow',
+      const { stream } = await client.exec({
+        query: `INSERT INTO ${quoteIdent(config.database)}.${quoteIdent(table)} (${names}) FORMAT RowBinary`,
+        values: Readable.from([rows]),
       });
+      // The answer of an insert is empty; read to its end so the connection is reused.
+      await finished(stream.resume());
     } catch (err) {
       // Dropped behind our back: forget it so the next (parked) attempt creates it again.
       if (serverCode(err) === 60 || serverCode(err) === 81) {
@@ -176,21 +198,24 @@ export function createClickHouseSink(deps: ClickHouseSinkDeps): Sink {
       } catch (err) {
         throw clickHouseSinkError(err);
       }
-      let tables: Iterable<{ target: TableTarget; rows: Record<string, unknown>[] }>;
       try {
-        tables = encodeRows(batch, tableFor, p).values();
-      } catch (err) {
-        // Bad JSON or a table name that is not a plain identifier: the same batch fails forever.
-        throw err instanceof SinkError
-          ? err
-          : new SinkError(`clickhouse: cannot encode batch: ${cleanMessage(err)}`, false, {
-              cause: err,
-            });
-      }
-      try {
+        const groups = [...byTable(batch, tableFor).values()];
+        const tables = groups.map(tableName);
+        const types: string[][] = [];
+        for (const [i, group] of groups.entries()) {
+          types.push(await ensureTable(tables[i], group.target.columns, p));
+        }
+        const chunks = groups.map((group, i) => ({
+          columns: group.target.columns,
+          types: types[i],
+          jsons: group.jsons,
+        }));
+        const rows = await encodeInWorker({ modern: p.modern, tables: chunks });
         // One insert per table; a failure after an earlier table succeeded replays that table's
         // rows too (at-least-once: duplicates carry the same event_id).
-        for (const { target, rows } of tables) await insert(target, rows, p);
+        for (const [i, group] of groups.entries()) {
+          await insert(tables[i], group.target.columns, rows[i]);
+        }
       } catch (err) {
         throw clickHouseSinkError(err);
       }

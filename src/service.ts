@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import type { IpAllowed } from './agents/ip-allowed.ts';
+import type { DecideEndpointIp, IpAllowed } from './agents/ip-allowed.ts';
 import type { AgentListener, AgentListenerDeps } from './agents/listener.ts';
 import { createSessionRegistry, type SessionRegistry } from './agents/registry.ts';
 import type { RouteTable } from './api/index.ts';
@@ -103,6 +103,8 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     const running = pipeline;
     agents = await startAgents(config, db, logger, running, sessions, {
       ipAllowed: ipRestrictions.ipAllowed,
+      endpointIp: (accountId, address) =>
+        ipRestrictions.ipDecision(accountId, 'endpoints', address),
       sni,
     });
     // Loaded only when configured, as the sinks' clients are: a start without DNS pays nothing.
@@ -169,12 +171,16 @@ async function startAgents(
   logger: Logger,
   pipeline: Pipeline,
   sessions: SessionRegistry,
-  { ipAllowed, sni }: { ipAllowed: IpAllowed; sni: SniCertificates | undefined },
+  {
+    ipAllowed,
+    endpointIp,
+    sni,
+  }: { ipAllowed: IpAllowed; endpointIp: DecideEndpointIp; sni: SniCertificates | undefined },
 ): Promise<{ listener?: AgentListener; edge?: Edge; publisher: EdgePublisher }> {
   const kick = () => pipeline.relay.kick();
   const publisher = createEdgePublisher(pipeline, logger);
   const openTcp: AgentListenerDeps['openTcp'] = (session, address) =>
-    openTcpEndpoint(session, address, { config, logger, publisher, ipAllowed });
+    openTcpEndpoint(session, address, { config, logger, publisher, endpointIp });
   const listener =
     config.sshPort === undefined
       ? undefined
@@ -192,7 +198,7 @@ async function startAgents(
     const edge =
       config.edgeHttpPort === undefined && sni === undefined
         ? undefined
-        : await startEdge({ config, logger, registry: sessions, publisher, ipAllowed, sni });
+        : await startEdge({ config, logger, registry: sessions, publisher, endpointIp, sni });
     return { listener, edge, publisher };
   } catch (error) {
     await listener?.close();

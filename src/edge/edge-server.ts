@@ -9,7 +9,7 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
-import type { IpAllowed } from '../agents/ip-allowed.ts';
+import type { DecideEndpointIp } from '../agents/ip-allowed.ts';
 import { type LiveSession, type SessionRegistry, TOO_MANY_CHANNELS } from '../agents/registry.ts';
 import type { Config } from '../config.ts';
 import type { Logger } from '../logger.ts';
@@ -31,8 +31,8 @@ export interface EdgeDeps {
   logger: Logger;
   registry: SessionRegistry;
   publisher: EdgePublisher;
-  /** Enforced `endpoints` IP restrictions; absent: not checked (ip_policy.decision `invalid`). */
-  ipAllowed?: IpAllowed;
+  /** `endpoints` IP restrictions; absent: not checked (ip_policy.decision `invalid`). */
+  endpointIp?: DecideEndpointIp;
   /** The certificates of the HTTPS listener; absent: no HTTPS listener. */
   sni?: SniCertificates;
 }
@@ -147,10 +147,8 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
 
   /** ip_policy.decision: the one call site of `endpoints` IP restrictions. */
   async function admit(session: LiveSession, request: IncomingMessage): Promise<string> {
-    if (deps.ipAllowed === undefined) return 'invalid';
     const { accountId } = session.facts.credential;
-    const ok = await deps.ipAllowed(accountId, 'endpoints', request.socket.remoteAddress ?? '');
-    return ok ? 'allow' : 'block';
+    return (await deps.endpointIp?.(accountId, request.socket.remoteAddress ?? '')) ?? 'invalid';
   }
 
   function forward(

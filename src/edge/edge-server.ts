@@ -17,12 +17,14 @@ import { channelAgent } from './channel-agent.ts';
 import type { EdgePublisher } from './publisher.ts';
 import type { SniCertificates } from './sni-certificates.ts';
 import { type CompletedRequest, publishRequestOf, type TlsFacts } from './traffic-event.ts';
+import { tunnelUpgrade, type UpgradeOutcome } from './upgrade-tunnel.ts';
 
 // The edge (EDGE_HTTP_PORT, and EDGE_HTTPS_PORT with a certificate chosen by SNI): a request's
 // Host names the live session that serves it; the request goes to the agent through an SSH
 // channel and the answer streams back. Each completed request becomes an http_request_complete.v0
 // of the session's account. No session: 502; an agent that does not answer within
 // EDGE_RESPONSE_TIMEOUT_MS: 504; over HTTPS, a Host other than the TLS server name: 421.
+// A WebSocket (an Upgrade) is one completed request too, reported when its connection closes.
 // A server name no certificate covers fails the handshake (alert handshake_failure): the
 // listener has no default certificate to fall back on.
 
@@ -160,19 +162,21 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
   ): void {
     const requestBody = counted(request);
     const socket = request.socket;
-    // Read now: a closed socket forgets its addresses.
-    const conn = {
-      clientIp: socket.remoteAddress ?? '',
-      serverIp: socket.localAddress ?? '',
-      serverName: host,
-      serverPort: socket.localPort ?? 0,
-      startMs: connectedAt.get(socket) ?? Date.now(),
-    };
-    const tls = tlsFactsOf(socket);
-    const seen = { headers: {} as IncomingMessage['headers'], bytes: 0, reused: false, ipDecision };
+    const facts = connectionFacts(socket, host);
+    const tls = facts.tls;
+    const seen = { headers: {} as IncomingMessage['headers'], bytes: 0, reused: false };
     // Every answer, the agent's or the edge's own 403/502/504, is one completed request.
     response.once('close', () =>
-      report(session, { conn, tls }, request, response, requestBody.bytes, seen),
+      report(session, facts, request, {
+        requestBytes: requestBody.bytes,
+        response: {
+          statusCode: response.statusCode,
+          headers: Object.keys(seen.headers).length > 0 ? seen.headers : response.getHeaders(),
+          bodyLength: seen.bytes,
+        },
+        connectionReused: seen.reused,
+        ipDecision,
+      }),
     );
     if (ipDecision === 'block') {
       request.resume();
@@ -212,17 +216,27 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
     request.pipe(upstream);
   }
 
+  /** The connection's side of a request's event; read at once (a closed socket forgets it). */
+  function connectionFacts(socket: Socket, host: string): Pick<CompletedRequest, 'conn' | 'tls'> {
+    return {
+      conn: {
+        clientIp: socket.remoteAddress ?? '',
+        serverIp: socket.localAddress ?? '',
+        serverName: host,
+        serverPort: socket.localPort ?? 0,
+        startMs: connectedAt.get(socket) ?? Date.now(),
+      },
+      tls: tlsFactsOf(socket),
+    };
+  }
+
+  /** Publishes one completed request (or WebSocket connection) of the session's account. */
   function report(
     session: LiveSession,
     { conn, tls }: Pick<CompletedRequest, 'conn' | 'tls'>,
     request: IncomingMessage,
-    response: ServerResponse,
-    requestBytes: number,
-    seen: {
-      headers: IncomingMessage['headers'];
-      bytes: number;
-      reused: boolean;
-      ipDecision: string;
+    answer: Pick<CompletedRequest, 'response' | 'connectionReused' | 'ipDecision'> & {
+      requestBytes: number;
     },
   ): void {
     publisher.publish(
@@ -235,15 +249,11 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
           host: conn.serverName,
           target: request.url ?? '/',
           headers: request.headers,
-          bodyLength: requestBytes,
+          bodyLength: answer.requestBytes,
         },
-        response: {
-          statusCode: response.statusCode,
-          headers: Object.keys(seen.headers).length > 0 ? seen.headers : response.getHeaders(),
-          bodyLength: seen.bytes,
-        },
-        connectionReused: seen.reused,
-        ipDecision: seen.ipDecision,
+        response: answer.response,
+        connectionReused: answer.connectionReused,
+        ipDecision: answer.ipDecision,
         endMs: Date.now(),
       }),
     );
@@ -253,22 +263,46 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
   function onUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer) {
     upgraded.add(socket);
     socket.once('close', () => upgraded.delete(socket));
+    // Bytes the client sends before the tunnel exists wait in the socket (the pipe resumes it).
+    socket.pause();
     const host = hostOf(request);
     if (misdirectedFrom(request.socket, host) !== undefined) {
-      socket.end(
-        'HTTP/1.1 421 Misdirected Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n',
-      );
-      return;
+      return refuseUpgrade(socket, 421, 'Misdirected Request');
     }
     const session = registry.byHost(host);
-    if (session === undefined) {
-      socket.end('HTTP/1.1 502 Bad Gateway\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
-      return;
-    }
-    session.openChannel(origin(request.socket)).then(
-      (channel) => tunnelUpgrade(request, socket, head, channel),
-      () =>
-        socket.end('HTTP/1.1 502 Bad Gateway\r\nconnection: close\r\ncontent-length: 0\r\n\r\n'),
+    if (session === undefined) return refuseUpgrade(socket, 502, 'Bad Gateway');
+    const facts = connectionFacts(request.socket, host);
+    const from = origin(request.socket);
+    admit(session, request).then(
+      async (ipDecision) => {
+        const done = (statusCode: number, outcome?: UpgradeOutcome) =>
+          report(session, facts, request, {
+            requestBytes: outcome?.requestBytes ?? 0,
+            response: {
+              statusCode,
+              headers: outcome?.headers ?? {},
+              bodyLength: outcome?.responseBytes ?? 0,
+            },
+            connectionReused: false,
+            ipDecision,
+          });
+        if (ipDecision === 'block') {
+          refuseUpgrade(socket, 403, 'Forbidden');
+          return done(403);
+        }
+        const channel = await session.openChannel(from).catch(() => undefined);
+        if (channel === undefined) {
+          refuseUpgrade(socket, 502, 'Bad Gateway');
+          return done(502);
+        }
+        tunnelUpgrade(request, socket, head, channel, (outcome) =>
+          done(outcome.statusCode, outcome),
+        );
+      },
+      (error: unknown) => {
+        logger.error({ err: error }, 'edge: IP restriction check failed');
+        refuseUpgrade(socket, 503, 'Service Unavailable');
+      },
     );
   }
 
@@ -344,21 +378,7 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
   }
 }
 
-/** A WebSocket (any Upgrade): the request head goes to the agent, then bytes flow both ways. */
-function tunnelUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer, channel: Duplex) {
-  const lines = [`${request.method} ${request.url} HTTP/1.1`];
-  for (let i = 0; i < request.rawHeaders.length; i += 2) {
-    lines.push(`${request.rawHeaders[i]}: ${request.rawHeaders[i + 1]}`);
-  }
-  channel.write(`${lines.join('\r\n')}\r\n\r\n`);
-  if (head.length > 0) channel.write(head);
-  channel.pipe(socket).pipe(channel);
-  const end = () => {
-    socket.destroy();
-    channel.destroy();
-  };
-  socket.once('close', end);
-  channel.once('close', end);
-  socket.on('error', end);
-  channel.on('error', end);
+/** The edge's own answer to an Upgrade it does not tunnel. */
+function refuseUpgrade(socket: Duplex, status: number, reason: string): void {
+  socket.end(`HTTP/1.1 ${status} ${reason}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
 }

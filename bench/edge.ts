@@ -1,7 +1,8 @@
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import autocannon from 'autocannon';
-import { startSshAgent } from '../test/e2e/agents-helpers.ts';
+import { type SshAgent, startSshAgent } from '../test/e2e/agents-helpers.ts';
 import { freePort } from '../test/helpers/free-port.ts';
 import { apiClient } from '../test/helpers/service.ts';
 import { API_KEY, startBenchService } from './lib/pipeline-setup.ts';
@@ -19,6 +20,32 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
 const HOSTNAME = 'app.bench-edge.example.com';
 const BODY = 'x'.repeat(1024);
 
+type Run = { rps: number; p99: number };
+
+/** CPU time (user + system, ms) a process has used so far; Linux's /proc, 10 ms ticks. */
+function cpuMsOf(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
+/**
+ * A tunnel round, with the CPU the service and the ssh client spent per request: on a shared,
+ * loaded machine req/s swings with the neighbours, CPU per request much less.
+ */
+async function tunnelLoad(port: number, host: string, pids: { service: number; ssh: number }) {
+  const before = { service: cpuMsOf(pids.service), ssh: cpuMsOf(pids.ssh) };
+  const { rps, p99, requests } = await load(port, host);
+  const perRequestUs = (pid: number, atStart: number) =>
+    ((cpuMsOf(pid) - atStart) * 1000) / requests;
+  return {
+    rps,
+    p99,
+    requests,
+    serviceUs: perRequestUs(pids.service, before.service),
+    sshUs: perRequestUs(pids.ssh, before.ssh),
+  };
+}
+
 async function load(port: number, host: string) {
   const result = await autocannon({
     url: `http://127.0.0.1:${port}/bench`,
@@ -29,7 +56,11 @@ async function load(port: number, host: string) {
   if (result.non2xx > 0 || result.errors > 0) {
     throw new Error(`load on port ${port}: ${result.non2xx} non-2xx, ${result.errors} errors`);
   }
-  return { rps: result['2xx'] / result.duration, p99: result.latency.p99 };
+  return {
+    rps: result['2xx'] / result.duration,
+    p99: result.latency.p99,
+    requests: result['2xx'],
+  };
 }
 
 async function main(): Promise<void> {
@@ -56,11 +87,15 @@ async function main(): Promise<void> {
       if (i > 200) throw new Error('the agent did not bind');
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
-    type Run = { rps: number; p99: number };
-    const runs: Record<'direct' | 'tunnel', Run[]> = { direct: [], tunnel: [] };
+    const pids = { service: service.pid, ssh: (agent as SshAgent).child.pid! };
+    const runs = { direct: [] as Run[], tunnel: [] as Run[] };
+    const cpu = { serviceUs: [] as number[], sshUs: [] as number[] };
     for (let round = 0; round < ROUNDS; round++) {
       runs.direct.push(await load(localPort, HOSTNAME));
-      runs.tunnel.push(await load(edgePort, HOSTNAME));
+      const tunneled = await tunnelLoad(edgePort, HOSTNAME, pids);
+      runs.tunnel.push(tunneled);
+      cpu.serviceUs.push(tunneled.serviceUs);
+      cpu.sshUs.push(tunneled.sshUs);
     }
     const rps = (which: 'direct' | 'tunnel') => median(runs[which].map((r) => r.rps));
     const p99 = (which: 'direct' | 'tunnel') => median(runs[which].map((r) => r.p99));
@@ -82,7 +117,11 @@ async function main(): Promise<void> {
         baseline: Math.round(rps('direct')),
         ratio: Number((rps('tunnel') / rps('direct')).toFixed(3)),
       },
-      [['p99 ratio (tunnel / direct)', Number((p99('tunnel') / p99('direct')).toFixed(2))]],
+      [
+        ['p99 ratio (tunnel / direct)', Number((p99('tunnel') / p99('direct')).toFixed(2))],
+        ['service CPU per tunneled request, µs', Math.round(median(cpu.serviceUs))],
+        ['ssh client CPU per tunneled request, µs', Math.round(median(cpu.sshUs))],
+      ],
     );
   } finally {
     await agent.kill();

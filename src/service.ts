@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import type { IpAllowed } from './agents/ip-allowed.ts';
+import type { DecideEndpointIp, IpAllowed } from './agents/ip-allowed.ts';
 import type { AgentListener, AgentListenerDeps } from './agents/listener.ts';
 import { createSessionRegistry, type SessionRegistry } from './agents/registry.ts';
 import type { RouteTable } from './api/index.ts';
@@ -116,6 +116,8 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     const running = pipeline;
     agents = await startAgents(config, db, logger, running, sessions, {
       ipAllowed: ipRestrictions.ipAllowed,
+      endpointIp: (accountId, address) =>
+        ipRestrictions.ipDecision(accountId, 'endpoints', address),
       sni,
       relayAuth,
     });
@@ -191,9 +193,15 @@ async function startAgents(
   sessions: SessionRegistry,
   {
     ipAllowed,
+    endpointIp,
     sni,
     relayAuth,
-  }: { ipAllowed: IpAllowed; sni: SniCertificates | undefined; relayAuth: RelayAuth },
+  }: {
+    ipAllowed: IpAllowed;
+    endpointIp: DecideEndpointIp;
+    sni: SniCertificates | undefined;
+    relayAuth: RelayAuth;
+  },
 ): Promise<{
   listener?: AgentListener;
   edge?: Edge;
@@ -203,7 +211,7 @@ async function startAgents(
   const kick = () => pipeline.relay.kick();
   const publisher = createEdgePublisher(pipeline, logger);
   const openTcp: AgentListenerDeps['openTcp'] = (session, address) =>
-    openTcpEndpoint(session, address, { config, logger, publisher, ipAllowed });
+    openTcpEndpoint(session, address, { config, logger, publisher, endpointIp });
   const listener =
     config.sshPort === undefined
       ? undefined
@@ -232,7 +240,7 @@ async function startAgents(
             logger,
             registry: sessions,
             publisher,
-            ipAllowed,
+            endpointIp,
             sni,
             relay: relayClient,
           });

@@ -17,7 +17,9 @@ export async function startNode(
   env: Record<string, string>,
   ready: RegExp,
 ): Promise<Child> {
-  const child = spawn(process.execPath, [script], {
+  // BENCH_NODE_ARGS="--cpu-prof --cpu-prof-dir=…" profiles the child (NODE_OPTIONS refuses it).
+  const nodeArgs = process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
+  const child = spawn(process.execPath, [...nodeArgs, script], {
     cwd: ROOT,
     // Random agent and edge ports unless a bench asks for its own: benches may run side by side.
     env: { ...process.env, SSH_PORT: '0', EDGE_HTTP_PORT: '0', ...env },

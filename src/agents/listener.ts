@@ -18,6 +18,7 @@ import { loadHostKey } from './host-key.ts';
 import type { IpAllowed } from './ip-allowed.ts';
 import { type LiveSession, type SessionRegistry, TOO_MANY_CHANNELS } from './registry.ts';
 import { recordSessionEvent, type SessionFacts, STOP_REASONS } from './session-events.ts';
+import { AGENT_CIPHERS } from './ssh-ciphers.ts';
 
 // The agent listener (SSH_PORT): stock OpenSSH clients log in with an authtoken (as the user name
 // or the password) or a registered public key, and `ssh -R <hostname>:80:localhost:<port>` binds
@@ -58,6 +59,7 @@ export async function startAgentListener(deps: AgentListenerDeps): Promise<Agent
     ident: 'AgentIngress',
     keepaliveInterval: deps.config.agentKeepAliveMs,
     keepaliveCountMax: 3,
+    algorithms: { cipher: AGENT_CIPHERS },
   });
   // Sockets are accepted here and handed to ssh2, so each connection's local address (the
   // ingress_server_ip of its events) is known: ssh2 reports only the remote one.

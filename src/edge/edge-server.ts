@@ -9,16 +9,16 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
-import type { IpAllowed } from '../agents/ip-allowed.ts';
+import type { DecideEndpointIp } from '../agents/ip-allowed.ts';
 import { type LiveSession, type SessionRegistry, TOO_MANY_CHANNELS } from '../agents/registry.ts';
 import type { Config } from '../config.ts';
 import type { Logger } from '../logger.ts';
 import { channelAgent } from './channel-agent.ts';
 import type { EdgePublisher } from './publisher.ts';
-import { RELAY_HEADER } from './relay-auth.ts';
 import type { EdgeRelay } from './relay-client.ts';
 import type { SniCertificates } from './sni-certificates.ts';
 import { type CompletedRequest, publishRequestOf, type TlsFacts } from './traffic-event.ts';
+import { tunnelUpgrade, type UpgradeOutcome } from './upgrade-tunnel.ts';
 
 // The edge (EDGE_HTTP_PORT, and EDGE_HTTPS_PORT with a certificate chosen by SNI): a request's
 // Host names the live session that serves it; the request goes to the agent through an SSH
@@ -27,14 +27,15 @@ import { type CompletedRequest, publishRequestOf, type TlsFacts } from './traffi
 // EDGE_RESPONSE_TIMEOUT_MS: 504; over HTTPS, a Host other than the TLS server name: 421.
 // A server name no certificate covers fails the handshake (alert handshake_failure): the
 // listener has no default certificate to fall back on.
+// A WebSocket (an Upgrade) is one completed request too, reported when its connection closes.
 
 export interface EdgeDeps {
   config: Config;
   logger: Logger;
   registry: SessionRegistry;
   publisher: EdgePublisher;
-  /** Enforced `endpoints` IP restrictions; absent: not checked (ip_policy.decision `invalid`). */
-  ipAllowed?: IpAllowed;
+  /** `endpoints` IP restrictions; absent: not checked (ip_policy.decision `invalid`). */
+  endpointIp?: DecideEndpointIp;
   /** The certificates of the HTTPS listener; absent: no HTTPS listener. */
   sni?: SniCertificates;
   /** Relays requests for hostnames other instances serve; absent: those are 502. */
@@ -196,10 +197,8 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
 
   /** ip_policy.decision: the one call site of `endpoints` IP restrictions. */
   async function admit(session: LiveSession, peer: Peer): Promise<string> {
-    if (deps.ipAllowed === undefined) return 'invalid';
     const { accountId } = session.facts.credential;
-    const ok = await deps.ipAllowed(accountId, 'endpoints', peer.conn.clientIp);
-    return ok ? 'allow' : 'block';
+    return (await deps.endpointIp?.(accountId, peer.conn.clientIp)) ?? 'invalid';
   }
 
   function forward(
@@ -211,11 +210,19 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
     peer: Peer,
   ): void {
     const requestBody = counted(request);
-    const { conn, tls } = peer;
-    const seen = { headers: {} as IncomingMessage['headers'], bytes: 0, reused: false, ipDecision };
+    const seen = { headers: {} as IncomingMessage['headers'], bytes: 0, reused: false };
     // Every answer, the agent's or the edge's own 403/502/504, is one completed request.
     response.once('close', () =>
-      report(session, { conn, tls }, request, response, requestBody.bytes, seen),
+      report(session, peer, request, {
+        requestBytes: requestBody.bytes,
+        response: {
+          statusCode: response.statusCode,
+          headers: Object.keys(seen.headers).length > 0 ? seen.headers : response.getHeaders(),
+          bodyLength: seen.bytes,
+        },
+        connectionReused: seen.reused,
+        ipDecision,
+      }),
     );
     if (ipDecision === 'block') {
       request.resume();
@@ -255,17 +262,13 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
     request.pipe(upstream);
   }
 
+  /** Publishes one completed request (or WebSocket connection) of the session's account. */
   function report(
     session: LiveSession,
-    { conn, tls }: Pick<CompletedRequest, 'conn' | 'tls'>,
+    { conn, tls }: Peer,
     request: IncomingMessage,
-    response: ServerResponse,
-    requestBytes: number,
-    seen: {
-      headers: IncomingMessage['headers'];
-      bytes: number;
-      reused: boolean;
-      ipDecision: string;
+    answer: Pick<CompletedRequest, 'response' | 'connectionReused' | 'ipDecision'> & {
+      requestBytes: number;
     },
   ): void {
     publisher.publish(
@@ -278,15 +281,11 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
           host: conn.serverName,
           target: request.url ?? '/',
           headers: request.headers,
-          bodyLength: requestBytes,
+          bodyLength: answer.requestBytes,
         },
-        response: {
-          statusCode: response.statusCode,
-          headers: Object.keys(seen.headers).length > 0 ? seen.headers : response.getHeaders(),
-          bodyLength: seen.bytes,
-        },
-        connectionReused: seen.reused,
-        ipDecision: seen.ipDecision,
+        response: answer.response,
+        connectionReused: answer.connectionReused,
+        ipDecision: answer.ipDecision,
         endMs: Date.now(),
       }),
     );
@@ -296,10 +295,7 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
   function onUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer) {
     const host = hostOf(request);
     if (misdirectedFrom(request.socket, host) !== undefined) {
-      socket.end(
-        'HTTP/1.1 421 Misdirected Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n',
-      );
-      return;
+      return refuseUpgrade(socket, 421, 'Misdirected Request');
     }
     upgrade(host, request, socket, head, peerOf(request.socket, host), deps.relay);
   }
@@ -315,17 +311,46 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
   ) {
     upgraded.add(socket);
     socket.once('close', () => upgraded.delete(socket));
-    const badGateway = () =>
-      socket.end('HTTP/1.1 502 Bad Gateway\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+    // Bytes the client sends before the tunnel exists wait in the socket (the pipe resumes it).
+    socket.pause();
+    const badGateway = () => refuseUpgrade(socket, 502, 'Bad Gateway');
     const session = registry.byHost(host);
     if (session === undefined) {
       const relayed = relay?.upgrade(host, request, socket, head, peer) ?? Promise.resolve(false);
       relayed.then((done) => done || badGateway(), badGateway);
       return;
     }
-    session
-      .openChannel(origin(peer))
-      .then((channel) => tunnelUpgrade(request, socket, head, channel), badGateway);
+    admit(session, peer).then(
+      async (ipDecision) => {
+        const done = (statusCode: number, outcome?: UpgradeOutcome) =>
+          report(session, peer, request, {
+            requestBytes: outcome?.requestBytes ?? 0,
+            response: {
+              statusCode,
+              headers: outcome?.headers ?? {},
+              bodyLength: outcome?.responseBytes ?? 0,
+            },
+            connectionReused: false,
+            ipDecision,
+          });
+        if (ipDecision === 'block') {
+          refuseUpgrade(socket, 403, 'Forbidden');
+          return done(403);
+        }
+        const channel = await session.openChannel(origin(peer)).catch(() => undefined);
+        if (channel === undefined) {
+          badGateway();
+          return done(502);
+        }
+        tunnelUpgrade(request, socket, head, channel, (outcome) =>
+          done(outcome.statusCode, outcome),
+        );
+      },
+      (error: unknown) => {
+        logger.error({ err: error }, 'edge: IP restriction check failed');
+        refuseUpgrade(socket, 503, 'Service Unavailable');
+      },
+    );
   }
 
   /** Serves the edge on `server` at `port`; its port once listening. */
@@ -405,22 +430,7 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
   }
 }
 
-/** A WebSocket (any Upgrade): the request head goes to the agent, then bytes flow both ways. */
-function tunnelUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer, channel: Duplex) {
-  const lines = [`${request.method} ${request.url} HTTP/1.1`];
-  for (let i = 0; i < request.rawHeaders.length; i += 2) {
-    if (request.rawHeaders[i].toLowerCase() === RELAY_HEADER) continue;
-    lines.push(`${request.rawHeaders[i]}: ${request.rawHeaders[i + 1]}`);
-  }
-  channel.write(`${lines.join('\r\n')}\r\n\r\n`);
-  if (head.length > 0) channel.write(head);
-  channel.pipe(socket).pipe(channel);
-  const end = () => {
-    socket.destroy();
-    channel.destroy();
-  };
-  socket.once('close', end);
-  channel.once('close', end);
-  socket.on('error', end);
-  channel.on('error', end);
+/** The edge's own answer to an Upgrade it does not tunnel. */
+function refuseUpgrade(socket: Duplex, status: number, reason: string): void {
+  socket.end(`HTTP/1.1 ${status} ${reason}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
 }

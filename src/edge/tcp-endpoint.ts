@@ -1,5 +1,5 @@
 import { createServer, type Server, type Socket } from 'node:net';
-import type { IpAllowed } from '../agents/ip-allowed.ts';
+import type { DecideEndpointIp } from '../agents/ip-allowed.ts';
 import type { LiveSession } from '../agents/registry.ts';
 import type { Config } from '../config.ts';
 import type { Logger } from '../logger.ts';
@@ -15,7 +15,7 @@ export interface TcpEndpointDeps {
   config: Config;
   logger: Logger;
   publisher: EdgePublisher;
-  ipAllowed: IpAllowed;
+  endpointIp: DecideEndpointIp;
 }
 
 /** An open endpoint; close() stops it and cuts its connections. */
@@ -73,9 +73,10 @@ async function serve(
       publishConnectionOf({ ...closed, bytesIn, bytesOut, endMs: Date.now(), ipDecision }),
     );
   socket.pause();
-  if (!(await deps.ipAllowed(accountId, 'endpoints', clientIp))) {
+  const ipDecision = await deps.endpointIp(accountId, clientIp);
+  if (ipDecision === 'block') {
     socket.destroy();
-    report('block', 0, 0);
+    report(ipDecision, 0, 0);
     return;
   }
   const channel = await session.openChannel({ ip: clientIp, port: socket.remotePort ?? 0 });
@@ -94,7 +95,7 @@ async function serve(
     ended = true;
     socket.destroy();
     channel.destroy();
-    report('allow', bytesIn, bytesOut);
+    report(ipDecision, bytesIn, bytesOut);
   };
   for (const stream of [socket, channel]) {
     stream.once('close', end);

@@ -9,6 +9,12 @@ import { type CompiledRestriction, decide, type Verdict } from './ip-decision.ts
 /** What traffic a restriction governs (ngrok's four types). */
 export type RestrictionType = 'api' | 'agent' | 'endpoints' | 'dashboard';
 
+/**
+ * ip_policy.decision of traffic events: `invalid` when the account has no IP restriction of the
+ * type (the module did not run), else `allow` or `block` by its enforced restrictions.
+ */
+export type IpDecision = 'allow' | 'block' | 'invalid';
+
 /** One account's restrictions, by type. */
 export type AccountRestrictions = ReadonlyMap<RestrictionType, readonly CompiledRestriction[]>;
 
@@ -29,6 +35,8 @@ export interface RestrictionCache {
   verdict(accountId: string, type: RestrictionType, address: string | undefined): Promise<Verdict>;
   /** True when the account's enforced restrictions of `type` let `address` through. */
   ipAllowed(accountId: string, type: RestrictionType, address: string): Promise<boolean>;
+  /** ip_policy.decision of a traffic event: `invalid` when the account has none of `type`. */
+  ipDecision(accountId: string, type: RestrictionType, address: string): Promise<IpDecision>;
   /** Forgets the account's entry (after a change to its policies, rules or restrictions). */
   invalidate(accountId: string): void;
 }
@@ -58,20 +66,34 @@ export function createRestrictionCache(options: RestrictionCacheOptions): Restri
     return restrictions;
   }
 
+  /** The verdict, or undefined when the account has no restriction of `type`. */
+  async function verdictIfAny(
+    accountId: string,
+    type: RestrictionType,
+    address: string | undefined,
+  ): Promise<Verdict | undefined> {
+    const ofType = (await restrictionsOf(accountId)).get(type) ?? [];
+    if (ofType.length === 0) return undefined;
+    return decide(ofType, parseCallerAddress(address));
+  }
+
   async function verdict(
     accountId: string,
     type: RestrictionType,
     address: string | undefined,
   ): Promise<Verdict> {
-    const ofType = (await restrictionsOf(accountId)).get(type) ?? [];
-    if (ofType.length === 0) return { allowed: true, warnings: [] };
-    return decide(ofType, parseCallerAddress(address));
+    return (await verdictIfAny(accountId, type, address)) ?? { allowed: true, warnings: [] };
   }
 
   return {
     verdict,
     ipAllowed: async (accountId, type, address) =>
       (await verdict(accountId, type, address)).allowed,
+    async ipDecision(accountId, type, address) {
+      const found = await verdictIfAny(accountId, type, address);
+      if (found === undefined) return 'invalid';
+      return found.allowed ? 'allow' : 'block';
+    },
     invalidate: (accountId) => {
       entries.delete(accountId);
     },

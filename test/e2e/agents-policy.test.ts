@@ -13,9 +13,10 @@ import {
 } from '../helpers/service.ts';
 import { pgliteStore, type TestStore } from '../helpers/stores.ts';
 import { curl, eventually, fileEvents, type SshAgent, startSshAgent } from './agents-helpers.ts';
+import { type EchoTally, echoWebSocket, webSocketVia } from './websocket-echo.ts';
 
-// The edge's `endpoints` IP restriction decision in its traffic events, and WebSockets through
-// the edge.
+// The edge's `endpoints` IP restriction decision in its traffic events (`invalid` while the
+// account has no such restriction), and WebSockets through the edge with their events.
 
 const DOMAIN = 'agents-policy.example.com';
 
@@ -27,6 +28,8 @@ describe('the edge: IP restriction decisions in events, and WebSockets', () => {
   let local: Server;
   let localPort: number;
   const agents: SshAgent[] = [];
+  /** What the local server's WebSocket echo received and sent, by request path. */
+  const tallies = new Map<string, EchoTally>();
 
   beforeAll(async () => {
     store = await pgliteStore();
@@ -34,9 +37,15 @@ describe('the edge: IP restriction decisions in events, and WebSockets', () => {
     api = apiClient(service.url, TEST_BOOTSTRAP_KEY);
     accountId = (await api('GET', '/account')).body.id;
     expect((await api('POST', '/agent_ingresses', { domain: DOMAIN })).status).toBe(201);
-    // The agent's local service: plain answers, and an echo protocol after an Upgrade.
+    // The agent's local service: plain answers, a WebSocket echo, and an echo protocol after
+    // any other Upgrade.
     local = createServer((_request, response) => response.end('plain'));
     local.on('upgrade', (request, socket) => {
+      if (request.headers.upgrade === 'websocket') {
+        const tally = { received: 0, sent: 0 };
+        tallies.set(new URL(request.url ?? '/', 'http://x').pathname, tally);
+        return echoWebSocket(request, socket, tally);
+      }
       socket.write(
         `HTTP/1.1 101 Switching Protocols\r\nupgrade: ${request.headers.upgrade}\r\nconnection: Upgrade\r\n\r\n`,
       );
@@ -67,7 +76,33 @@ describe('the edge: IP restriction decisions in events, and WebSockets', () => {
     return agent;
   }
 
-  it('answers 403 to a client an `endpoints` IP restriction blocks, and says so in the event', async () => {
+  /** Opens a WebSocket through the edge; resolves once it is open, or closed without opening. */
+  async function webSocket(hostname: string, path: string) {
+    const ws = await webSocketVia(`ws://${hostname}:${service.edgePort}${path}`);
+    const messages: string[] = [];
+    ws.addEventListener('message', (event) => messages.push(String(event.data)));
+    const closed = new Promise<void>((resolve) => ws.addEventListener('close', () => resolve()));
+    const opened = await Promise.race([
+      new Promise<boolean>((resolve) => ws.addEventListener('open', () => resolve(true))),
+      closed.then(() => false),
+    ]);
+    return { ws, messages, opened, closed };
+  }
+
+  /** Puts an enforced `endpoints` restriction whose one rule does `action` to 127.0.0.0/8. */
+  async function restrictEndpoints(action: 'allow' | 'deny'): Promise<string> {
+    const policy = (await api('POST', '/ip_policies', {})).body;
+    await api('POST', '/ip_policy_rules', { cidr: '127.0.0.0/8', action, ip_policy_id: policy.id });
+    const restriction = await api('POST', '/ip_restrictions', {
+      type: 'endpoints',
+      enforced: true,
+      ip_policy_ids: [policy.id],
+    });
+    expect(restriction.status).toBe(201);
+    return restriction.body.id;
+  }
+
+  it('says `invalid` without an `endpoints` IP restriction, else `allow` or `block` (403)', async () => {
     const destination = await api('POST', '/event_destinations', {
       target: { file: { path: 'policy' } },
     });
@@ -75,7 +110,7 @@ describe('the edge: IP restriction decisions in events, and WebSockets', () => {
       sources: [
         {
           type: 'http_request_complete.v0',
-          fields: ['ip_policy.decision', 'http.response.status_code'],
+          fields: ['ip_policy.decision', 'http.response.status_code', 'http.request.url.path'],
         },
       ],
       destination_ids: [destination.body.id],
@@ -83,34 +118,94 @@ describe('the edge: IP restriction decisions in events, and WebSockets', () => {
     await service.pipeline.reload();
     const hostname = `web.${DOMAIN}`;
     await bound(hostname);
-    expect((await curl(service.edgePort!, hostname, '/')).body).toBe('plain');
-    const policy = (await api('POST', '/ip_policies', {})).body;
-    await api('POST', '/ip_policy_rules', {
-      cidr: '127.0.0.0/8',
-      action: 'deny',
-      ip_policy_id: policy.id,
-    });
-    const restriction = await api('POST', '/ip_restrictions', {
-      type: 'endpoints',
-      enforced: true,
-      ip_policy_ids: [policy.id],
-    });
-    expect(restriction.status).toBe(201);
-    const refused = await curl(service.edgePort!, hostname, '/');
+    expect((await curl(service.edgePort!, hostname, '/unrestricted')).body).toBe('plain');
+    const deny = await restrictEndpoints('deny');
+    const refused = await curl(service.edgePort!, hostname, '/denied');
     expect(refused.status).toBe(403);
     expect(refused.body).toContain('not allowed by an IP restriction');
-    await api('DELETE', `/ip_restrictions/${restriction.body.id}`);
+    // A WebSocket is refused as well, before it reaches the agent.
+    const refusedSocket = await webSocket(hostname, '/denied-socket');
+    expect(refusedSocket.opened).toBe(false);
+    expect(tallies.has('/denied-socket')).toBe(false);
+    await api('DELETE', `/ip_restrictions/${deny}`);
+    const allow = await restrictEndpoints('allow');
+    expect((await curl(service.edgePort!, hostname, '/allowed')).body).toBe('plain');
+    await api('DELETE', `/ip_restrictions/${allow}`);
     const dir = join(accountEventsDir(store.env.DATA_DIR, accountId), 'policy');
     const events = await eventually(() => {
       const found = fileEvents(dir);
-      return found.length >= 2 ? found : undefined;
-    }, 'two traffic events');
+      return found.length >= 4 ? found : undefined;
+    }, 'four traffic events');
+    const byPath = (path: string, decision: string, status: number) => ({
+      ip_policy: { decision },
+      http: { request: { url: { path } }, response: { status_code: status } },
+    });
     const objects = events.map((e) => e.object);
-    objects.sort((x, y) => x.http.response.status_code - y.http.response.status_code);
+    objects.sort((x, y) => (x.http.request.url.path < y.http.request.url.path ? -1 : 1));
     expect(objects).toEqual([
-      { ip_policy: { decision: 'allow' }, http: { response: { status_code: 200 } } },
-      { ip_policy: { decision: 'block' }, http: { response: { status_code: 403 } } },
+      byPath('/allowed', 'allow', 200),
+      byPath('/denied', 'block', 403),
+      byPath('/denied-socket', 'block', 403),
+      byPath('/unrestricted', 'invalid', 200),
     ]);
+  });
+
+  it('reports a WebSocket as one http_request_complete.v0 (101) when it closes', async () => {
+    const destination = await api('POST', '/event_destinations', {
+      target: { file: { path: 'websocket' } },
+    });
+    await api('POST', '/event_subscriptions', {
+      sources: [{ type: 'http_request_complete.v0' }],
+      destination_ids: [destination.body.id],
+    });
+    await service.pipeline.reload();
+    const hostname = `live.${DOMAIN}`;
+    await bound(hostname);
+    const { ws, messages, opened, closed } = await webSocket(hostname, '/live?room=7');
+    expect(opened).toBe(true);
+    const openedAt = Date.now();
+    for (const text of ['first message', 'second, a little longer message']) ws.send(text);
+    await eventually(() => (messages.length === 2 ? true : undefined), 'the two echoes');
+    expect(messages).toEqual(['first message', 'second, a little longer message']);
+    // Held open a while: the event's time span is the connection's, not the handshake's.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    ws.close(1000, 'done');
+    await closed;
+    const tally = tallies.get('/live')!;
+    const dir = join(accountEventsDir(store.env.DATA_DIR, accountId), 'websocket');
+    const event = await eventually(
+      () => fileEvents(dir).find((e) => e.object.http.request.url.path === '/live'),
+      'the WebSocket event',
+    );
+    expect(event).toMatchObject({
+      event_type: 'http_request_complete.v0',
+      account_id: accountId,
+      object: {
+        backend: { connection_reused: false },
+        conn: { client_ip: '127.0.0.1', server_name: hostname, server_port: service.edgePort },
+        ip_policy: { decision: 'invalid' },
+        http: {
+          request: {
+            method: 'get',
+            url: { path: '/live', query: 'room=7', scheme: 'http' },
+            headers: { Upgrade: ['websocket'] },
+            // The frames the client sent (the local server saw the same bytes).
+            body_length: tally.received,
+          },
+          response: {
+            status_code: 101,
+            headers: { Upgrade: ['websocket'] },
+            body_length: tally.sent,
+          },
+        },
+      },
+    });
+    expect(tally.received).toBeGreaterThan('first message'.length);
+    expect(tally.sent).toBeGreaterThan('first message'.length);
+    const startedMs = Date.parse(event.object.conn.start_ts);
+    const endedMs = Date.parse(event.event_timestamp);
+    expect(startedMs).toBeLessThanOrEqual(openedAt);
+    expect(endedMs).toBeGreaterThanOrEqual(openedAt + 300);
   });
 
   it('carries a WebSocket (an Upgrade) both ways', async () => {

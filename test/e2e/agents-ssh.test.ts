@@ -1,8 +1,9 @@
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import type { Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HOST_KEY_FILE } from '../../src/agents/host-key.ts';
 import { STOP_REASONS } from '../../src/agents/session-events.ts';
@@ -109,6 +110,40 @@ describe('agents over reverse SSH tunnels, and the edge', () => {
     const path = join(store.env.DATA_DIR, HOST_KEY_FILE);
     expect(statSync(path).mode & 0o777).toBe(0o600);
     expect(readFileSync(path, 'utf8')).toContain('OPENSSH PRIVATE KEY');
+  });
+
+  it('offers AES ciphers, not ChaCha20-Poly1305 (ssh2 runs it slowly in JavaScript)', async () => {
+    /** `ssh -v` up to the key exchange (the unknown token then fails the login): its stderr. */
+    const handshake = (...extra: string[]) =>
+      promisify(execFile)('ssh', [
+        '-v',
+        ...extra,
+        '-p',
+        String(service.sshPort),
+        '-F',
+        '/dev/null',
+        '-o',
+        'BatchMode=yes',
+        '-o',
+        'StrictHostKeyChecking=no',
+        '-o',
+        'UserKnownHostsFile=/dev/null',
+        '-o',
+        'PubkeyAuthentication=no',
+        'no-such-token@127.0.0.1',
+        'true',
+      ]).then(
+        () => '',
+        (error: { stderr: string }) => error.stderr,
+      );
+    // The client's order picks (OpenSSH 9.2: aes128-ctr with an encrypt-then-MAC HMAC).
+    expect(await handshake()).toMatch(/kex: server->client cipher: aes\d+-(ctr|gcm@openssh\.com) /);
+    expect(await handshake('-c', 'aes256-gcm@openssh.com')).toContain(
+      'kex: server->client cipher: aes256-gcm@openssh.com',
+    );
+    expect(await handshake('-c', 'chacha20-poly1305@openssh.com')).toContain(
+      'no matching cipher found',
+    );
   });
 
   it('binds with an authtoken as the user name; curl reaches the local server; the request is an event', async () => {

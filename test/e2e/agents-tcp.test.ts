@@ -118,7 +118,7 @@ describe('agents: TCP endpoints on reserved addresses', () => {
           server_name: addr.slice(0, addr.lastIndexOf(':')),
           server_port: port,
         },
-        ip_policy: { decision: 'allow' },
+        ip_policy: { decision: 'invalid' },
       },
     });
     expect(Date.parse(event.object.conn.end_ts)).toBeGreaterThanOrEqual(

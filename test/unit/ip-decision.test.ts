@@ -146,6 +146,20 @@ describe('createRestrictionCache', () => {
     expect(h.loads()).toBe(1);
   });
 
+  it('decides `invalid` for a type the account does not restrict, else `allow` or `block`', async () => {
+    const h = harness();
+    h.state.set('acc_1', only('127.0.0.1/32'));
+    const decisions = await Promise.all([
+      h.cache.ipDecision('acc_1', 'agent', '127.0.0.2'),
+      h.cache.ipDecision('acc_1', 'api', '127.0.0.1'),
+      h.cache.ipDecision('acc_1', 'api', '127.0.0.2'),
+    ]);
+    expect(decisions).toEqual(['invalid', 'allow', 'block']);
+    // A restriction that is not enforced lets everyone through: the module still ran.
+    h.state.set('acc_2', [compileRestriction('ipx_2', false, [allow('10.0.0.0/8')])]);
+    expect(await h.cache.ipDecision('acc_2', 'api', '127.0.0.2')).toBe('allow');
+  });
+
   it('does not keep a failed load, and holds at most maxAccounts', async () => {
     const h = harness();
     await expect(h.cache.ipAllowed('broken', 'api', '1.1.1.1')).rejects.toThrow('store down');

@@ -32,9 +32,10 @@ export async function startNode(
     if (process.env.BENCH_DEBUG) process.stderr.write(chunk);
   });
   await new Promise<void>((resolve, reject) => {
+    // A first start runs PGlite's initdb: on a busy shared machine that alone can take a minute.
     const timer = setTimeout(
       () => reject(new Error(`${script} did not start:\n${output}`)),
-      30_000,
+      120_000,
     );
     // The service prints its banner on stderr, the bench's helper servers on stdout.
     const check = () => {

@@ -80,6 +80,8 @@ const BENCHES: Bench[] = [
   },
   {
     script: 'startup',
+    // 3 rounds instead of 5: each spawns the service and PGlite twice (a first start is initdb).
+    env: { BENCH_ROUNDS: '3' },
     lines: {
       'startup-first': {
         measures: 'ms to "listening", first start (empty DATA_DIR) vs PGlite alone',

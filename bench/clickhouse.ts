@@ -10,6 +10,7 @@ import { jsonEachRowRows } from '../test/helpers/clickhouse-json-rows.ts';
 import { recordBatches } from './lib/records.ts';
 import { printRateComparison, report } from './lib/report.ts';
 import { alternateRounds } from './lib/rounds.ts';
+import { spreadOf } from './lib/spread.ts';
 import { median, ratioOf } from './lib/stats.ts';
 
 // Rows/s of the project's ClickHouse sink (createClickHouseSink + tableForEventType; batches of
@@ -143,6 +144,7 @@ async function main(): Promise<void> {
         unit: 'rows/s',
         baseline: k(baseline),
         ratio: ratioOf(value, baseline),
+        spread: spreadOf(sinkRates.map((rate, i) => rate / rawRates[i])),
       },
       [],
     );

@@ -13,6 +13,7 @@ import { type EventJson, trafficToJson } from '../src/catalogue/index.ts';
 import { decodePublishRequest } from '../src/catalogue/wire-decode.ts';
 import { PublishRequestSchema } from '../src/gen/agent_ingress/ingest/v0/ingest_pb.ts';
 import { generateEvents } from '../test/helpers/events.ts';
+import { spreadOf, spreadText } from './lib/spread.ts';
 
 const EVENTS_PER_REQUEST = Number(process.env.BENCH_EVENTS_PER_REQUEST ?? 500);
 const REQUESTS = 16;
@@ -101,9 +102,12 @@ for (let i = 0; i < 2; i++) {
 }
 let base: Rate | undefined;
 let gen: Rate | undefined;
+const cpuRatios: number[] = [];
 for (let i = 0; i < ROUNDS; i++) {
-  base = best(base, round(baseline));
-  gen = best(gen, round(generated));
+  const [b, g] = [round(baseline), round(generated)];
+  cpuRatios.push(g.cpu / b.cpu);
+  base = best(base, b);
+  gen = best(gen, g);
 }
 const b = base!;
 const g = gen!;
@@ -116,3 +120,4 @@ console.log(
 console.log(
   `ratio                        cpu ${(g.cpu / b.cpu).toFixed(2)}×   wall ${(g.wall / b.wall).toFixed(2)}×`,
 );
+console.log(`cpu ratio spread             ${spreadText(spreadOf(cpuRatios))}`);

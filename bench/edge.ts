@@ -7,6 +7,7 @@ import { freePort } from '../test/helpers/free-port.ts';
 import { apiClient } from '../test/helpers/service.ts';
 import { API_KEY, startBenchService } from './lib/pipeline-setup.ts';
 import { printTable, report } from './lib/report.ts';
+import { spreadOf } from './lib/spread.ts';
 import { median } from './lib/stats.ts';
 
 // Requests/s and p99 through the edge and a reverse SSH tunnel (curl-like client → edge → SSH
@@ -116,6 +117,7 @@ async function main(): Promise<void> {
         unit: 'req/s',
         baseline: Math.round(rps('direct')),
         ratio: Number((rps('tunnel') / rps('direct')).toFixed(3)),
+        spread: spreadOf(runs.tunnel.map((r, i) => r.rps / runs.direct[i].rps)),
       },
       [
         ['p99 ratio (tunnel / direct)', Number((p99('tunnel') / p99('direct')).toFixed(2))],

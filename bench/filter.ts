@@ -4,6 +4,7 @@ import { compileFilter } from '../src/filter/index.ts';
 import type { HttpRequestComplete } from '../src/gen/agent_ingress/events/v0/traffic_pb.ts';
 import { generateEvents, seededRandom } from '../test/helpers/events.ts';
 import { printTable, report } from './lib/report.ts';
+import { spreadOf } from './lib/spread.ts';
 import { geomean, median, ratioOf } from './lib/stats.ts';
 
 // Evaluations per second of the project's compiled CEL filters, called on trafficToJson output as
@@ -214,6 +215,12 @@ function main(): void {
     ];
   });
   const gm = (key: string) => geomean(cases.map((c) => med(c, key)));
+  // Each round's ratio of geometric means over the cases, for the spread.
+  const roundRatios = (key: string, base: string) =>
+    Array.from({ length: ROUNDS }, (_, r) => {
+      const round = (k: string) => geomean(cases.map((c) => c.rates.get(k)![r]));
+      return round(key) / round(base);
+    });
   const g = Object.fromEntries(
     WORKLOADS.flatMap((w) => VARIANTS.map((v) => [`${w}/${v}`, gm(`${w}/${v}`)])),
   );
@@ -250,6 +257,7 @@ function main(): void {
       unit: 'evals/s',
       baseline: Math.round(g['distinct/js']),
       ratio: ratioOf(g['distinct/cel'], g['distinct/js']),
+      spread: spreadOf(roundRatios('distinct/cel', 'distinct/js')),
     },
     [],
   );
@@ -260,6 +268,7 @@ function main(): void {
       unit: 'evals/s',
       baseline: Math.round(g['repeating/js']),
       ratio: ratioOf(g['repeating/cached'], g['repeating/js']),
+      spread: spreadOf(roundRatios('repeating/cached', 'repeating/js')),
     },
     [],
   );

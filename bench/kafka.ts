@@ -7,6 +7,7 @@ import { startKafka } from '../test/helpers/kafka.ts';
 import { recordBatches } from './lib/records.ts';
 import { printRateComparison, report } from './lib/report.ts';
 import { alternateRounds } from './lib/rounds.ts';
+import { spreadOf } from './lib/spread.ts';
 import { ratioOf } from './lib/stats.ts';
 
 // Messages/s of the project's Kafka sink (createKafkaSink: worker-made envelope records → keyed
@@ -113,6 +114,7 @@ async function main(): Promise<void> {
         unit: 'messages/s',
         baseline: k(baseline),
         ratio: ratioOf(value, baseline),
+        spread: spreadOf(sinkRates.map((rate, i) => rate / rawRates[i])),
       },
       [],
     );

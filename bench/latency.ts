@@ -1,6 +1,7 @@
 import { maxEventsPerSecond, openLoop } from './lib/load.ts';
 import { publishBodies, startBenchService, startNoop } from './lib/pipeline-setup.ts';
 import { printTable, report } from './lib/report.ts';
+import { spreadOf } from './lib/spread.ts';
 import { percentile, ratioOf } from './lib/stats.ts';
 
 // Publish latency (request sent → answer, i.e. every event durable at its destinations) of the
@@ -18,9 +19,11 @@ interface Totals {
   latencies: number[];
   failed: number;
   sent: number;
+  /** Each segment's p99, for the spread. */
+  p99s: number[];
 }
 
-const empty = (): Totals => ({ latencies: [], failed: 0, sent: 0 });
+const empty = (): Totals => ({ latencies: [], failed: 0, sent: 0, p99s: [] });
 
 async function main(): Promise<void> {
   const service = await startBenchService();
@@ -42,6 +45,7 @@ async function main(): Promise<void> {
           totals[which].latencies.push(...r.latencies);
           totals[which].failed += r.failed;
           totals[which].sent += r.sent;
+          totals[which].p99s.push(percentile(r.latencies, 99));
         }
       }
       results.push({ level, rate, ...totals });
@@ -92,6 +96,7 @@ async function main(): Promise<void> {
         unit: 'ms',
         baseline: Number(baseline.toFixed(1)),
         ratio: ratioOf(value, baseline),
+        spread: spreadOf(half.service.p99s.map((p99, i) => p99 / half.noop.p99s[i])),
       },
       [],
     );

@@ -1,3 +1,6 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import autocannon from 'autocannon';
 import {
   INGEST_TOKEN,
@@ -6,18 +9,29 @@ import {
   startBenchService,
   startNoop,
 } from './lib/pipeline-setup.ts';
+import { processCpuMs, threadCpuMs } from './lib/process-cpu.ts';
 import { report } from './lib/report.ts';
+import { spreadOf } from './lib/spread.ts';
+import { median } from './lib/stats.ts';
 
-// Events/s end to end (Connect client → ingest → workers → file destinations, acknowledged
-// when fsync'd) against a no-op Connect handler on the same stack fed the same payloads.
-// Rounds alternate baseline and pipeline so the machine's noise hits both.
+// Service CPU per acknowledged event (Connect client → ingest → workers → 10 subscriptions → 2
+// file destinations, acknowledged when fsync'd) against a no-op Connect handler on the same
+// stack fed the same payloads. The load generator shares the machine's cores, so events/s
+// saturates on the client; the server process's own CPU time (user + system, every thread,
+// from /proc) per event it acknowledged is the measure. Rounds alternate which goes first.
+// BENCH_PROFILE=<dir>: the service runs under `node --cpu-prof` (workers too) and writes its
+// profiles there on exit (read them with `node bench/profile-stages.ts <dir>`).
 
 const EVENTS_PER_REQUEST = Number(process.env.BENCH_EVENTS_PER_REQUEST ?? 500);
 const ROUND_S = Number(process.env.BENCH_DURATION_S ?? 5);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 4);
+const WARMUP_S = Number(process.env.BENCH_WARMUP_S ?? 3);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
+// Requests still in flight when a round's load stops finish within this; their CPU counts.
+const SETTLE_MS = 300;
 // BENCH_TAP=1: a tap (at its highest rate) stays open on a catch-all subscription throughout.
 const TAP = process.env.BENCH_TAP === '1';
+const PROFILE_DIR = process.env.BENCH_PROFILE;
 
 /** Opens a tap on `subscriptionId` and reads it until `signal` aborts; counts its messages. */
 async function openTap(url: string, apiKey: string, subscriptionId: string, signal: AbortSignal) {
@@ -41,11 +55,30 @@ async function openTap(url: string, apiKey: string, subscriptionId: string, sign
   return seen;
 }
 
-async function load(url: string, bodies: Buffer[]) {
+/** One round against one server: events/s acknowledged and its CPU µs per acknowledged event. */
+interface Round {
+  eventsPerSecond: number;
+  cpuUsPerEvent: number;
+  p50: number;
+  p99: number;
+  /** Acknowledged events, and the round's span on the monotonic clock (µs), for profiles. */
+  events: number;
+  window: [number, number];
+  /** CPU ms by kind of thread over the round. */
+  threads: Map<string, number>;
+}
+
+/** Now on the monotonic clock, µs: the clock V8's CPU profiles time their samples by. */
+const monotonicUs = () => Number(process.hrtime.bigint() / 1000n);
+
+async function load(url: string, pid: number, bodies: Buffer[], durationS: number) {
+  const start = monotonicUs();
+  const cpuBefore = processCpuMs(pid);
+  const threadsBefore = threadCpuMs(pid);
   const result = await autocannon({
     url,
     connections: CONNECTIONS,
-    duration: ROUND_S,
+    duration: durationS,
     requests: bodies.map((body) => ({
       method: 'POST',
       path: PUBLISH_PATH,
@@ -53,18 +86,30 @@ async function load(url: string, bodies: Buffer[]) {
       body,
     })),
   });
+  await sleep(SETTLE_MS);
+  const cpuMs = processCpuMs(pid) - cpuBefore;
+  const threads = threadCpuMs(pid);
+  for (const [kind, ms] of threadsBefore) threads.set(kind, (threads.get(kind) ?? 0) - ms);
   if (result.non2xx > 0 || result.errors > 0) {
     throw new Error(
       `load against ${url}: ${result.non2xx} non-2xx answers, ${result.errors} errors`,
     );
   }
+  const events = result['2xx'] * EVENTS_PER_REQUEST;
   return {
-    eventsPerSecond: (result['2xx'] * EVENTS_PER_REQUEST) / result.duration,
-    latency: result.latency,
-  };
+    eventsPerSecond: events / result.duration,
+    cpuUsPerEvent: (cpuMs * 1000) / events,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    events,
+    window: [start, monotonicUs()],
+    threads,
+  } satisfies Round;
 }
 
-const service = await startBenchService();
+const service = await startBenchService(
+  PROFILE_DIR === undefined ? {} : { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${PROFILE_DIR}` },
+);
 const noop = await startNoop();
 const stopTap = new AbortController();
 try {
@@ -73,40 +118,92 @@ try {
     ? await openTap(service.url, service.apiKey, catchAll, stopTap.signal)
     : undefined;
   const bodies = publishBodies(service.account, EVENTS_PER_REQUEST);
-  const baseline: number[] = [];
-  const measured: Awaited<ReturnType<typeof load>>[] = [];
+  const targets = {
+    noop: { url: noop.url, pid: noop.child.process.pid! },
+    pipeline: { url: service.url, pid: service.pid },
+  };
+  // Warm-up (JIT, file handles, batch sizes) is not counted.
+  for (const { url, pid } of Object.values(targets)) await load(url, pid, bodies, WARMUP_S);
+  const rounds = { noop: [] as Round[], pipeline: [] as Round[] };
   for (let round = 0; round < ROUNDS; round++) {
-    baseline.push((await load(noop.url, bodies)).eventsPerSecond);
-    measured.push(await load(service.url, bodies));
+    const order =
+      round % 2 === 0 ? (['noop', 'pipeline'] as const) : (['pipeline', 'noop'] as const);
+    for (const which of order) {
+      rounds[which].push(await load(targets[which].url, targets[which].pid, bodies, ROUND_S));
+    }
   }
-  const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / values.length;
-  const value = mean(measured.map((m) => m.eventsPerSecond));
-  const base = mean(baseline);
-  const last = measured.at(-1)!;
+  // The pipeline's CPU by kind of thread, µs per event over all measured rounds.
+  const pipelineEvents = rounds.pipeline.reduce((n, r) => n + r.events, 0);
+  const byThread = new Map<string, number>();
+  for (const r of rounds.pipeline) {
+    for (const [kind, ms] of r.threads) byThread.set(kind, (byThread.get(kind) ?? 0) + ms);
+  }
+  for (const [kind, ms] of byThread)
+    byThread.set(kind, Number(((ms * 1000) / pipelineEvents).toFixed(2)));
+  if (PROFILE_DIR !== undefined) {
+    // The measured pipeline rounds, so the profile is read for them alone (not start-up).
+    const windows = rounds.pipeline.map((r) => ({ window: r.window, events: r.events }));
+    const threads = Object.fromEntries(byThread);
+    writeFileSync(join(PROFILE_DIR, 'windows.json'), JSON.stringify({ windows, threads }));
+  }
+  const med = (
+    which: keyof typeof rounds,
+    key: 'cpuUsPerEvent' | 'eventsPerSecond' | 'p50' | 'p99',
+  ) => median(rounds[which].map((r) => r[key]));
+  const cpuRatios = rounds.pipeline.map((r, i) => r.cpuUsPerEvent / rounds.noop[i].cpuUsPerEvent);
+  const rateRatios = rounds.pipeline.map(
+    (r, i) => r.eventsPerSecond / rounds.noop[i].eventsPerSecond,
+  );
+  const us = (value: number) => Number(value.toFixed(2));
+  const perRound = (which: keyof typeof rounds) =>
+    rounds[which].map((r) => r.cpuUsPerEvent.toFixed(2)).join(', ');
+  const rows: [string, string | number][] = [
+    ['events per request', EVENTS_PER_REQUEST],
+    ['request bytes (avg)', Math.round(bodies.reduce((n, b) => n + b.length, 0) / bodies.length)],
+    ['connections / rounds × seconds', `${CONNECTIONS} / ${ROUNDS} × ${ROUND_S} s`],
+    ['no-op Connect handler, service CPU µs/event (median)', us(med('noop', 'cpuUsPerEvent'))],
+    ['  per round', perRound('noop')],
+    [
+      'pipeline (10 subscriptions → 2 file destinations), service CPU µs/event (median)',
+      us(med('pipeline', 'cpuUsPerEvent')),
+    ],
+    ['  per round', perRound('pipeline')],
+    ...[...byThread].map(([kind, us]): [string, number] => [`  of which ${kind}`, us]),
+    ['no-op Connect handler, events/s (median)', Math.round(med('noop', 'eventsPerSecond'))],
+    ['pipeline, events/s (median)', Math.round(med('pipeline', 'eventsPerSecond'))],
+    [
+      'pipeline p50 / p99 request latency (median of rounds), ms',
+      `${med('pipeline', 'p50')} / ${med('pipeline', 'p99')}`,
+    ],
+    [
+      'tap open on a catch-all subscription (BENCH_TAP=1), messages read',
+      tap?.messages ?? 'no tap',
+    ],
+    ['goal', '≤ 8 µs of service CPU per event'],
+  ];
+  const cpu = spreadOf(cpuRatios);
+  report(
+    {
+      bench: 'pipeline-cpu',
+      value: us(med('pipeline', 'cpuUsPerEvent')),
+      unit: 'µs CPU/event',
+      baseline: us(med('noop', 'cpuUsPerEvent')),
+      ratio: cpu.median,
+      spread: cpu,
+    },
+    rows,
+  );
+  const rate = spreadOf(rateRatios);
   report(
     {
       bench: 'pipeline',
-      value: Math.round(value),
+      value: Math.round(med('pipeline', 'eventsPerSecond')),
       unit: 'events/s',
-      baseline: Math.round(base),
-      ratio: Number((value / base).toFixed(3)),
+      baseline: Math.round(med('noop', 'eventsPerSecond')),
+      ratio: rate.median,
+      spread: rate,
     },
-    [
-      ['events per request', EVENTS_PER_REQUEST],
-      ['request bytes (avg)', Math.round(bodies.reduce((n, b) => n + b.length, 0) / bodies.length)],
-      ['connections / rounds × seconds', `${CONNECTIONS} / ${ROUNDS} × ${ROUND_S} s`],
-      ['no-op Connect handler, events/s', Math.round(base)],
-      ['pipeline (10 subscriptions → 2 file destinations), events/s', Math.round(value)],
-      [
-        'pipeline p50 / p99 request latency (last round), ms',
-        `${last.latency.p50} / ${last.latency.p99}`,
-      ],
-      ['ratio', (value / base).toFixed(3)],
-      [
-        'tap open on a catch-all subscription (BENCH_TAP=1), messages read',
-        tap?.messages ?? 'no tap',
-      ],
-    ],
+    [],
   );
 } finally {
   stopTap.abort();

@@ -4,6 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { givenMaxEventsPerSecond, maxEventsPerSecond, openLoop } from './lib/load.ts';
 import { publishBodies, startBenchService } from './lib/pipeline-setup.ts';
 import { printTable, report } from './lib/report.ts';
+import { spreadOf } from './lib/spread.ts';
 import { linearFit, percentile, ratioOf } from './lib/stats.ts';
 import { lineChartSvg } from './lib/svg-chart.ts';
 
@@ -175,6 +176,8 @@ async function main(): Promise<void> {
         unit: 'MiB',
         baseline: Number(mib(rss[0])),
         ratio: ratioOf(Math.max(...rss), rss[0]),
+        // Over the samples: each one's RSS against the first's.
+        spread: spreadOf(rss.map((r) => r / rss[0])),
       },
       [
         ['RSS min / max, MiB', `${mib(Math.min(...rss))} / ${mib(Math.max(...rss))}`],

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { freePort } from '../test/helpers/free-port.ts';
 import { startNode } from './lib/processes.ts';
 import { printTable, report } from './lib/report.ts';
+import { spreadOf } from './lib/spread.ts';
 import { median, percentile, ratioOf } from './lib/stats.ts';
 
 // Time from spawning `node src/main.ts` to its "listening" line, on a first start (fresh
@@ -106,6 +107,7 @@ async function main(): Promise<void> {
         unit: 'ms',
         baseline: ms(pglite[kind]),
         ratio: ratioOf(median(service[kind]), median(pglite[kind])),
+        spread: spreadOf(service[kind].map((t, i) => t / pglite[kind][i])),
       },
       [],
     );

@@ -69,12 +69,12 @@ export async function startBenchService(env: Record<string, string> = {}): Promi
       ACCOUNT_LINE,
     );
   } catch (err) {
-    rmSync(dataDir, { recursive: true, force: true });
+    rmSync(dataDir, { recursive: true, force: true, maxRetries: 5 });
     throw err;
   }
   const stop = async () => {
     await child.stop();
-    rmSync(dataDir, { recursive: true, force: true });
+    rmSync(dataDir, { recursive: true, force: true, maxRetries: 5 });
   };
   try {
     const url = `http://127.0.0.1:${port}`;

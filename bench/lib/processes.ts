@@ -22,7 +22,7 @@ export async function startNode(
   const child = spawn(process.execPath, [...nodeArgs, script], {
     cwd: ROOT,
     // Random agent and edge ports unless a bench asks for its own: benches may run side by side.
-    env: { ...process.env, SSH_PORT: '0', EDGE_HTTP_PORT: '0', ...env },
+    env: { ...process.env, SSH_PORT: '0', EDGE_HTTP_PORT: '0', EDGE_HTTPS_PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
@@ -34,9 +34,10 @@ export async function startNode(
     if (process.env.BENCH_DEBUG) process.stderr.write(chunk);
   });
   await new Promise<void>((resolve, reject) => {
+    // A first start runs PGlite's initdb: on a busy shared machine that alone can take a minute.
     const timer = setTimeout(
       () => reject(new Error(`${script} did not start:\n${output}`)),
-      30_000,
+      120_000,
     );
     // The service prints its banner on stderr, the bench's helper servers on stdout.
     const check = () => {

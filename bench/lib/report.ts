@@ -1,3 +1,4 @@
+import { type Spread, spreadText } from './spread.ts';
 import { median, percentile } from './stats.ts';
 
 /** One benchmark figure against its baseline measured in the same run. */
@@ -7,14 +8,20 @@ export interface BenchResult {
   unit: string;
   baseline: number;
   ratio: number;
+  /** The per-round ratios' min / median / max (spread.ts): every bench reports it. */
+  spread?: Spread;
 }
 
 function cell(value: string | number): string {
   return typeof value === 'number' ? value.toLocaleString('en-US') : value;
 }
 
-/** Prints a readable table, then the one JSON line the issue asks for. */
+/**
+ * Prints a readable table, the ratio's spread over the rounds when given, then the one JSON line
+ * `npm run bench:all` reads.
+ */
 export function report(result: BenchResult, rows: [string, string | number][]): void {
+  if (result.spread !== undefined) rows = [...rows, ['ratio spread', spreadText(result.spread)]];
   const width = Math.max(...rows.map(([label]) => label.length));
   for (const [label, value] of rows) {
     process.stdout.write(`${label.padEnd(width)}  ${cell(value)}\n`);

@@ -36,22 +36,22 @@ function partitionKey(object: EventJson): string {
   return conn?.server_name || conn?.client_ip || '';
 }
 
-/** One delivered record: the event's envelope around its (selected) object. */
-function envelope(
+/**
+ * The start of an event's envelope, everything but its (selected) object: made once per event
+ * and shared by its projections. Key order and values are JSON.stringify's.
+ */
+function envelopeHead(
   eventId: string,
   eventType: string,
   timestamp: string,
   accountId: string,
-  object: EventJson,
 ): string {
-  return JSON.stringify({
-    event_id: eventId,
-    event_type: eventType,
-    event_timestamp: timestamp,
-    account_id: accountId,
-    principal: null,
-    object,
-  });
+  return `{"event_id":${JSON.stringify(eventId)},"event_type":${JSON.stringify(eventType)},"event_timestamp":${JSON.stringify(timestamp)},"account_id":${JSON.stringify(accountId)},"principal":null,"object":`;
+}
+
+/** One delivered record: the event's envelope around its (selected) object. */
+function envelope(head: string, object: EventJson): string {
+  return `${head}${JSON.stringify(object)}}`;
 }
 
 /**
@@ -102,12 +102,15 @@ export function routeRequest(
     const object = event.object!;
     const timestamp = event.eventTimestamp ?? received;
     const { accountId } = event;
-    if (tee !== undefined) {
-      tee.event(accountId, eventType, object, (selected) =>
-        envelope(eventId, eventType, timestamp, accountId, selected),
-      );
-    }
     const routes = routing.routes(event.accountId, eventType);
+    if (routes.length === 0 && tee === undefined) {
+      tally.event(accountId, false);
+      continue;
+    }
+    const head = envelopeHead(eventId, eventType, timestamp, accountId);
+    if (tee !== undefined) {
+      tee.event(accountId, eventType, object, (selected) => envelope(head, selected));
+    }
     if (routes.length === 0) {
       tally.event(accountId, false);
       continue;
@@ -125,7 +128,7 @@ export function routeRequest(
       let record = records.get(route.projectionKey);
       if (record === undefined) {
         const selected = route.project === undefined ? object : route.project(object);
-        const json = envelope(eventId, eventType, timestamp, accountId, selected);
+        const json = envelope(head, selected);
         record = { eventId, eventType, accountId: event.accountId, partitionKey: key, json };
         records.set(route.projectionKey, record);
         jsonBytes += json.length;

@@ -1,0 +1,191 @@
+import { spawn } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
+import { join } from 'node:path';
+import type { BenchResult } from './lib/report.ts';
+
+// `npm run bench:all`: every benchmark once, in sequence, then the README's benchmark table
+// (between its bench:all markers) written from this one run, so no figure in it comes from
+// another day or another machine state. Each bench's own output goes to the terminal as it runs.
+// BENCH_ALL_ONLY=pipeline,filter runs some of them (the table keeps only those, for a try).
+
+const ROOT = join(import.meta.dirname, '..');
+const README = join(ROOT, 'README.md');
+const BEGIN = '<!-- bench:all table: written by `npm run bench:all`, do not edit by hand -->';
+const END = '<!-- bench:all table end -->';
+// The soak runs shorter here than alone (`npm run bench:soak`: 600 s) to keep the whole run short.
+const SOAK_S = Number(process.env.BENCH_ALL_SOAK_S ?? 120);
+
+interface Bench {
+  script: string;
+  env?: Record<string, string>;
+  /** What each JSON line (by its `bench` name) measures, and its goal. */
+  lines: Record<string, { measures: string; goal: string }>;
+}
+
+const BENCHES: Bench[] = [
+  {
+    script: 'pipeline',
+    lines: {
+      'pipeline-cpu': {
+        measures:
+          'service CPU µs per acknowledged event (all threads, /proc), Connect → workers → 10 subscriptions (5 filtered, 3 projected) → 2 file destinations, fsync acknowledged; baseline: no-op Connect handler on the same stack',
+        goal: '≤ 8 µs',
+      },
+      pipeline: {
+        measures: 'events/s of the same rounds (the load generator shares the cores)',
+        goal: 'none: CPU per event is the measure',
+      },
+    },
+  },
+  {
+    script: 'filter',
+    lines: {
+      filter: {
+        measures: 'evals/s, compiled CEL filters vs hand-written JS, 9 typical filters',
+        goal: '≥ 0.25',
+      },
+      'filter-cached': {
+        measures: 'evals/s with the result cache, repeating connection tuples, vs JS',
+        goal: '≥ 0.8',
+      },
+    },
+  },
+  {
+    script: 'clickhouse',
+    lines: {
+      clickhouse: {
+        measures: 'rows/s, ClickHouse sink vs raw `@clickhouse/client` JSONEachRow insert',
+        goal: '≥ 1.5',
+      },
+    },
+  },
+  {
+    script: 'kafka',
+    lines: {
+      kafka: {
+        measures: 'messages/s, Kafka sink vs raw kafkajs `send` of the same messages',
+        goal: '≥ 1.0',
+      },
+    },
+  },
+  {
+    script: 'latency',
+    lines: {
+      latency: {
+        measures: 'Publish p99 (ms) at 50 % of max throughput, open loop, vs the no-op handler',
+        goal: 'p99 ≤ 50 ms',
+      },
+    },
+  },
+  {
+    script: 'startup',
+    // 3 rounds instead of 5: each spawns the service and PGlite twice (a first start is initdb).
+    env: { BENCH_ROUNDS: '3' },
+    lines: {
+      'startup-first': {
+        measures: 'ms to "listening", first start (empty DATA_DIR) vs PGlite alone',
+        goal: '≤ 4,000 ms',
+      },
+      'startup-restart': {
+        measures: 'ms to "listening", restart (same DATA_DIR) vs PGlite alone',
+        goal: '≤ 2,000 ms',
+      },
+    },
+  },
+  {
+    script: 'edge',
+    lines: {
+      edge: {
+        measures: 'req/s of `GET /` through an `ssh -R` tunnel and the edge vs direct',
+        goal: 'none set yet',
+      },
+    },
+  },
+  {
+    script: 'soak',
+    env: { BENCH_SOAK_S: String(SOAK_S) },
+    lines: {
+      soak: {
+        measures: `max RSS (MiB) at 50 % load over ${SOAK_S} s (bench:all's duration; alone: 600 s) vs the first sample`,
+        goal: '≤ 512 MiB, flat',
+      },
+    },
+  },
+];
+
+/** Runs `npm run bench:<script>`, its output passed through; resolves with stdout and exit code. */
+function run(bench: Bench): Promise<{ stdout: string; code: number | null; seconds: number }> {
+  const started = performance.now();
+  return new Promise((resolve) => {
+    const child = spawn('npm', ['run', '-s', `bench:${bench.script}`], {
+      cwd: ROOT,
+      env: { ...process.env, ...bench.env },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let stdout = '';
+    child.stdout.on('data', (chunk) => {
+      stdout += chunk;
+      process.stdout.write(chunk);
+    });
+    child.on('close', (code) =>
+      resolve({ stdout, code, seconds: (performance.now() - started) / 1000 }),
+    );
+  });
+}
+
+const number = (n: number) => n.toLocaleString('en-US');
+
+function rows(bench: Bench, outcome: Awaited<ReturnType<typeof run>>): string[] {
+  const results = new Map<string, BenchResult>();
+  for (const line of outcome.stdout.split('\n')) {
+    if (line.startsWith('{"bench":')) {
+      const result: BenchResult = JSON.parse(line);
+      results.set(result.bench, result);
+    }
+  }
+  return Object.entries(bench.lines).map(([name, { measures, goal }]) => {
+    const r = results.get(name);
+    if (r === undefined) {
+      return `| \`bench:${bench.script}\` ${name} | ${measures} | failed (exit ${outcome.code}) | | | | ${goal} |`;
+    }
+    const spread = r.spread
+      ? `${r.spread.min} / ${r.spread.median} / ${r.spread.max} (${r.spread.rounds})`
+      : 'n/a';
+    return `| \`bench:${bench.script}\` ${name} | ${measures} | ${number(r.value)} ${r.unit} | ${number(r.baseline)} | ${r.ratio} | ${spread} | ${goal} |`;
+  });
+}
+
+const only = process.env.BENCH_ALL_ONLY?.split(',');
+const chosen = BENCHES.filter((b) => only === undefined || only.includes(b.script));
+const loadBefore = loadavg()[0];
+const started = new Date();
+const table: string[] = [];
+const durations: string[] = [];
+for (const bench of chosen) {
+  process.stdout.write(`\n=== npm run bench:${bench.script}\n`);
+  const outcome = await run(bench);
+  table.push(...rows(bench, outcome));
+  durations.push(`${bench.script} ${Math.round(outcome.seconds)} s`);
+}
+const minutes = (Date.now() - started.getTime()) / 60_000;
+const text = [
+  BEGIN,
+  '',
+  `One \`npm run bench:all\` run, ${started.toISOString().slice(0, 16).replace('T', ' ')} UTC, ` +
+    `${minutes.toFixed(1)} min (${durations.join(', ')}); Node ${process.versions.node}; ` +
+    `load average ${loadBefore.toFixed(1)} at the start, ${loadavg()[0].toFixed(1)} at the end ` +
+    "(2 cores). Spread: the per-round ratios' min / median / max (rounds).",
+  '',
+  '| Bench | Measures | Project | Baseline | Ratio | Spread | Goal |',
+  '|---|---|---|---|---|---|---|',
+  ...table,
+  '',
+  END,
+].join('\n');
+const readme = readFileSync(README, 'utf8');
+const from = readme.indexOf(BEGIN);
+const to = readme.indexOf(END);
+if (from < 0 || to < from) throw new Error(`README.md has no bench:all markers (${BEGIN})`);
+writeFileSync(README, readme.slice(0, from) + text + readme.slice(to + END.length));
+process.stdout.write(`\n${text}\n\nREADME.md's benchmark table written.\n`);

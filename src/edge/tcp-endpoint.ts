@@ -4,6 +4,7 @@ import type { LiveSession } from '../agents/registry.ts';
 import type { Config } from '../config.ts';
 import type { Logger } from '../logger.ts';
 import type { EdgePublisher } from './publisher.ts';
+import { splice } from './splice.ts';
 import { publishConnectionOf } from './traffic-event.ts';
 
 // A TCP endpoint: the port of one of the account's reserved addresses, listened on while the
@@ -88,18 +89,6 @@ async function serve(
   channel.on('data', (chunk: Buffer) => {
     bytesOut += chunk.length;
   });
-  socket.pipe(channel).pipe(socket);
-  let ended = false;
-  const end = () => {
-    if (ended) return;
-    ended = true;
-    socket.destroy();
-    channel.destroy();
-    report(ipDecision, bytesIn, bytesOut);
-  };
-  for (const stream of [socket, channel]) {
-    stream.once('close', end);
-    stream.on('error', end);
-  }
+  splice(socket, channel, () => report(ipDecision, bytesIn, bytesOut));
   socket.resume();
 }

@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { RELAY_HEADER } from './relay-auth.ts';
+import { splice } from './splice.ts';
 
 // A WebSocket (any Upgrade) through the edge: the request head goes to the agent, then bytes flow
 // both ways untouched until either side closes. The agent's answer head (`101 Switching
@@ -88,19 +89,5 @@ export function tunnelUpgrade(
     outcome.requestBytes += chunk.length;
   });
   channel.on('data', answerReader(outcome));
-  channel.pipe(socket).pipe(channel);
-  let ended = false;
-  const end = () => {
-    if (ended) return;
-    ended = true;
-    socket.destroy();
-    channel.destroy();
-    onClose(outcome);
-  };
-  for (const stream of [socket, channel]) {
-    stream.once('close', end);
-    stream.on('error', end);
-  }
-  // The client may have gone while the channel was opening.
-  if (socket.destroyed) end();
+  splice(socket, channel, () => onClose(outcome));
 }

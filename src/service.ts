@@ -68,7 +68,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     }
     await migrateFileLayout(config.dataDir, () => fileDestinationPaths(db), logger);
     const firstKey = await bootstrapFirstKey(db, config);
-    const metrics = createMetrics();
+    const metrics = createMetrics({ storeWasmMemoryBytes: () => db.wasmMemoryBytes() });
     pipeline = await createPipeline({ db, config, logger, metrics, keyring });
     const sessions = createSessionRegistry(config.maxSessionsPerAccount);
     // One cache of IP restrictions: a change through the API applies at once to agents and edge.

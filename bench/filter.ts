@@ -114,12 +114,15 @@ type Loop = (reps: number) => number;
 
 // Each case gets its own generated loop, so the call site `fn(...)` stays monomorphic and one
 // case's JIT feedback does not slow another down; hits are counted so nothing is optimized away.
-function makeLoop(fn: (e: EventJson) => boolean, events: EventJson[]): Loop {
+// The source differs per loop (`name`): V8 caches compiled source, and loops of identical text
+// share their feedback, so `fn(...)` saw every case's predicate and went megamorphic.
+function makeLoop(name: string, fn: (e: EventJson) => boolean, events: EventJson[]): Loop {
   const loop = new Function(
     'fn',
     'events',
     'reps',
-    'let hits = 0; for (let r = 0; r < reps; r++) for (let i = 0; i < events.length; i++) if (fn(events[i])) hits++; return hits;',
+    `// ${name.replaceAll('\n', ' ')}\n` +
+      'let hits = 0; for (let r = 0; r < reps; r++) for (let i = 0; i < events.length; i++) if (fn(events[i])) hits++; return hits;',
   ) as (fn: unknown, events: EventJson[], reps: number) => number;
   return (reps) => loop(fn, events, reps);
 }
@@ -176,7 +179,7 @@ function main(): void {
           if (fn(e) !== js(e))
             throw new Error(`${v} and the JS predicate disagree on ${expression}`);
         }
-        const loop = makeLoop(fn, workloads[w]);
+        const loop = makeLoop(`${expression} ${w}/${v}`, fn, workloads[w]);
         loop(3); // warm-up
         loops.set(`${w}/${v}`, loop);
         rates.set(`${w}/${v}`, []);

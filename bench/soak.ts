@@ -8,16 +8,19 @@ import { spreadOf } from './lib/spread.ts';
 import { linearFit, percentile, ratioOf } from './lib/stats.ts';
 import { lineChartSvg } from './lib/svg-chart.ts';
 
-// Soak: the service (as bench:pipeline runs it) under a fixed 50 % load for BENCH_SOAK_S seconds
-// (default 600), sampling every BENCH_SOAK_SAMPLE_S (10) seconds its resident memory
-// (/proc/<pid>/status VmRSS, worker threads included) and its event-loop delay: the p99 from its
-// Prometheus /metrics when it serves one, else the slowest of five GET /healthz as a proxy.
+// Soak: the service (as bench:pipeline runs it) under a fixed load, BENCH_SOAK_LOAD (default
+// 0.5) of its maximum, for BENCH_SOAK_S seconds (default 600), sampling every BENCH_SOAK_SAMPLE_S
+// (10) seconds its resident memory (/proc/<pid>/status VmRSS, worker threads included), from its
+// /metrics the main thread's V8 heap (used), its external memory (ArrayBuffers and WebAssembly
+// memories) and of that the embedded store's WebAssembly memory, and its event-loop delay: the
+// p99 from /metrics when it serves one, else the slowest of five GET /healthz as a proxy.
 // Writes bench/results/soak.svg. The baseline is the RSS of the first sample (load just started).
 // The maximum throughput comes from BENCH_MAX_EVENTS_PER_S or a short run on a throwaway
 // service, so the measured service starts cold. Completed output files (*.ndjson) are deleted as
 // the run goes so a long soak does not fill the disk; the bytes are counted.
 
 const DURATION_S = Number(process.env.BENCH_SOAK_S ?? 600);
+const LOAD = Number(process.env.BENCH_SOAK_LOAD ?? 0.5);
 const SAMPLE_S = Number(process.env.BENCH_SOAK_SAMPLE_S ?? 10);
 const EVENTS_PER_REQUEST = Number(process.env.BENCH_EVENTS_PER_REQUEST ?? 100);
 const SVG = join(import.meta.dirname, 'results', 'soak.svg');
@@ -33,6 +36,33 @@ function rssMiB(pid: number): number {
   const kb = /^VmRSS:\s+(\d+) kB/m.exec(status);
   if (!kb) throw new Error(`no VmRSS in /proc/${pid}/status`);
   return Number(kb[1]) / 1024;
+}
+
+const MEMORY_METRICS = {
+  heap: 'agent_ingress_nodejs_heap_size_used_bytes',
+  external: 'agent_ingress_nodejs_external_memory_bytes',
+  wasm: 'agent_ingress_store_wasm_memory_bytes',
+} as const;
+type Memory = Record<keyof typeof MEMORY_METRICS, number>;
+
+/** The service's heap, external and store WebAssembly memory in MiB (NaN where not served). */
+async function memoryMiB(url: string): Promise<Memory> {
+  let text = '';
+  try {
+    const res = await fetch(`${url}/metrics`);
+    if (res.status === 200) text = await res.text();
+  } catch {
+    // Not served: NaN below.
+  }
+  const read = (name: string) => {
+    const m = new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.eE+-]+)$`, 'm').exec(text);
+    return m ? Number(m[1]) / 2 ** 20 : Number.NaN;
+  };
+  return {
+    heap: read(MEMORY_METRICS.heap),
+    external: read(MEMORY_METRICS.external),
+    wasm: read(MEMORY_METRICS.wasm),
+  };
 }
 
 /** How the event-loop delay is read: the service's own metric, or the /healthz proxy. */
@@ -107,16 +137,19 @@ async function main(): Promise<void> {
   try {
     const bodies = publishBodies(service.account, EVENTS_PER_REQUEST);
     const delay = await delayProbe(service.url);
-    const rate = (0.5 * max.eventsPerSecond) / EVENTS_PER_REQUEST;
+    const rate = (LOAD * max.eventsPerSecond) / EVENTS_PER_REQUEST;
     const eventsDir = join(service.dataDir, 'events');
     let outputBytes = 0;
-    const samples: { t: number; rss: number; delay: number }[] = [];
+    const samples: ({ t: number; rss: number; delay: number } & Memory)[] = [];
     const t0 = performance.now();
     const load = openLoop(service.url, bodies, { rate, durationMs: DURATION_S * 1000 });
     for (let k = 0; k * SAMPLE_S <= DURATION_S; k++) {
       await sleep(Math.max(0, t0 + k * SAMPLE_S * 1000 - performance.now()));
       const t = (performance.now() - t0) / 1000;
-      samples.push({ t, rss: rssMiB(service.pid), delay: await delay.read() });
+      const rss = rssMiB(service.pid);
+      // The delay first: reading /metrics restarts the event-loop delay histogram.
+      const lag = await delay.read();
+      samples.push({ t, rss, ...(await memoryMiB(service.url)), delay: lag });
       outputBytes += deleteCompleted(eventsDir);
       if (process.env.BENCH_DEBUG) process.stderr.write(`${JSON.stringify(samples.at(-1))}\n`);
     }
@@ -137,7 +170,7 @@ async function main(): Promise<void> {
     writeFileSync(
       SVG,
       lineChartSvg(
-        `Soak: ${Math.round(rate * EVENTS_PER_REQUEST)} events/s (50 % of max) for ${DURATION_S} s`,
+        `Soak: ${Math.round(rate * EVENTS_PER_REQUEST)} events/s (${LOAD * 100} % of max) for ${DURATION_S} s`,
         'seconds since the load started',
         [
           {
@@ -164,8 +197,15 @@ async function main(): Promise<void> {
         `event-loop delay: ${delay.source}\n\n`,
     );
     printTable(
-      ['t (s)', 'RSS MiB', 'delay ms'],
-      samples.map((s) => [s.t.toFixed(0), s.rss.toFixed(1), s.delay.toFixed(1)]),
+      ['t (s)', 'RSS MiB', 'heap MiB', 'external MiB', 'of which store WASM MiB', 'delay ms'],
+      samples.map((s) => [
+        s.t.toFixed(0),
+        s.rss.toFixed(1),
+        s.heap.toFixed(1),
+        s.external.toFixed(1),
+        s.wasm.toFixed(1),
+        s.delay.toFixed(1),
+      ]),
     );
     process.stdout.write('\n');
     const mib = (n: number) => n.toFixed(1);
@@ -182,6 +222,12 @@ async function main(): Promise<void> {
       [
         ['RSS min / max, MiB', `${mib(Math.min(...rss))} / ${mib(Math.max(...rss))}`],
         ['RSS slope (least squares), MiB per minute', rssSlope.toFixed(2)],
+        ...(['heap', 'external', 'wasm'] as const).map((k): [string, string] => [
+          `${k === 'wasm' ? 'store WASM memory' : `${k} memory`} first / max / last, MiB`,
+          [samples[0][k], Math.max(...samples.map((s) => s[k])), samples.at(-1)![k]]
+            .map(mib)
+            .join(' / '),
+        ]),
         ['RSS slope from t = 60 s on, MiB per minute', settledSlope],
         [
           'event-loop delay min / max, ms',

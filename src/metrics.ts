@@ -4,8 +4,14 @@ import { SINKS } from './sinks/index.ts';
 // Prometheus metrics, named <area>_<thing>_<unit>; updated per request and per batch, never per
 // event. Labels stay bounded: sink kind and status, never a destination or account id.
 
+/** What the metrics read from the rest of the service when scraped. */
+export interface MetricSources {
+  /** The embedded store's WebAssembly memory (Db.wasmMemoryBytes). */
+  storeWasmMemoryBytes?: () => number;
+}
+
 /** The service's metrics and the registry /metrics renders. */
-export function createMetrics() {
+export function createMetrics(sources: MetricSources = {}) {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'agent_ingress_' });
   const registers = [registry];
@@ -95,6 +101,14 @@ export function createMetrics() {
       name: 'agent_ingress_spool_backlog_bytes',
       help: 'Bytes waiting in destination spools.',
       registers,
+    }),
+    storeWasmMemory: new Gauge({
+      name: 'agent_ingress_store_wasm_memory_bytes',
+      help: 'WebAssembly memory of the embedded store (PGlite); 0 with PostgreSQL.',
+      registers,
+      collect() {
+        this.set(sources.storeWasmMemoryBytes?.() ?? 0);
+      },
     }),
   };
   // Every kind of sink is shown from the start, at zero: a dashboard need not wait for traffic.

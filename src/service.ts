@@ -72,7 +72,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     }
     await migrateFileLayout(config.dataDir, () => fileDestinationPaths(db), logger);
     const firstKey = await bootstrapFirstKey(db, config);
-    const metrics = createMetrics();
+    const metrics = createMetrics({ storeWasmMemoryBytes: () => db.wasmMemoryBytes() });
     pipeline = await createPipeline({ db, config, logger, metrics, keyring });
     const relayAuth = createRelayAuth(keyring);
     const sessions = createSessionRegistry({

@@ -20,6 +20,11 @@ import { generate, identifier } from './generated-code.ts';
 // becomes the old one and the previous old one is dropped. So at most maxEntries keys are kept,
 // keys in use survive, and no key string is built per event (nested Maps cannot collide either).
 // A cache that (nearly) never hits steps aside for a while (WINDOW, BYPASS below).
+//
+// Only filters that cost more than a lookup are cached: the cel-js evaluator and generated JS
+// that runs a regex. Generated comparisons (`conn.server_port == 443`, startsWith, `in` a list)
+// take a few nanoseconds, less than reading the key and walking two generations of Maps, so
+// those are left as they are (CompiledFilter.cheap; see `npm run bench:filter`).
 // The lookup is generated per key shape (constant property names), as in filter-environment.ts.
 
 /** The Filterable leaves that can be part of a key, in key order, with the JS type they need. */
@@ -156,14 +161,14 @@ function generateMatches(keys: typeof TUPLE, inner: Matches, half: number): Matc
  * it reads (client_ip, server_ip, server_name, server_port). Same interface, same answers: an
  * event whose key fields are not plain strings / a safe-integer port (never the case for
  * trafficToJson output) skips the cache. Returned unchanged: the match-all filter (nothing to
- * save) and a filter that may read a Filterable field outside the tuple. `maxEntries` (>= 2)
- * bounds the keys kept.
+ * save), a cheap filter (cheaper than a lookup) and a filter that may read a Filterable field
+ * outside the tuple. `maxEntries` (>= 2) bounds the keys kept.
  */
 export function cachedFilter(
   compiled: CompiledFilter,
   maxEntries = DEFAULT_FILTER_CACHE_ENTRIES,
 ): CompiledFilter {
-  if (compiled.expression === '') return compiled;
+  if (compiled.expression === '' || compiled.cheap === true) return compiled;
   const fields =
     readFields(compiled.type, compiled.expression) ??
     new Set(filterEnvironment(compiled.type).allowedFields);

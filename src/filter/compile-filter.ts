@@ -26,6 +26,11 @@ export interface CompiledFilter {
    * is not a valid regex, an integer overflow) counts as "does not match".
    */
   matches(event: EventJson): boolean;
+  /**
+   * True when an evaluation costs less than a cache lookup: generated JS with no regex
+   * (cached-filter.ts then leaves the filter as it is). Absent means it may cost more.
+   */
+  readonly cheap?: boolean;
 }
 
 /** How compileFilter runs an accepted filter (the answers are the same either way). */
@@ -62,7 +67,9 @@ export function compileFilter(
       `expression is ${expression.length} characters long; the limit is ${FILTER_LIMITS.maxLength}`,
     );
   }
-  if (expression.trim() === '') return { type, expression: '', matches: () => true };
+  if (expression.trim() === '') {
+    return { type, expression: '', matches: () => true, cheap: true };
+  }
 
   // 1. Parse and type-check against the declarations alone: every user-facing error comes from here.
   let checked: ReturnType<typeof fe.env.parse>;
@@ -160,7 +167,8 @@ export function compileFilter(
   const generated =
     options.generated === false ? undefined : compileToJs(checked.ast, { type, regexes });
   const matches = generated ?? evaluate;
-  return Object.freeze({ type, expression, matches });
+  const cheap = generated !== undefined && regexes.size === 0;
+  return Object.freeze({ type, expression, matches, cheap });
 }
 
 /**

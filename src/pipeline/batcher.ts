@@ -7,7 +7,10 @@ export interface BatcherOptions {
   maxEvents: number;
   /** A batch is flushed before a record would push it past this many JSON bytes. */
   maxBytes: number;
-  /** A batch is flushed this long after its first record arrived, full or not. */
+  /**
+   * With no flush in flight, a batch is flushed this long after its first record arrived, full
+   * or not; records that arrive during a flush go as one batch as soon as it ends.
+   */
   lingerMs: number;
   /**
    * Bound on bytes accepted but not yet flushed (open batch + queued + in flight); default
@@ -102,7 +105,16 @@ export function createBatcher<R>(deps: BatcherDeps<R>): Batcher<R> {
     draining ??= drain();
   }
 
-  // One flush in flight at a time keeps the destination's order; the loop ends when the queue is empty.
+  // The linger only applies while no flush is in flight. During one, the open batch keeps
+  // filling and goes as soon as the flush ends (group commit): sealed at each linger, several
+  // small batches queued behind one slow write (an fsync) and each waited for its own.
+  function lingered(): void {
+    timer = undefined;
+    if (draining === undefined) seal();
+  }
+
+  // One flush in flight at a time keeps the destination's order; the loop ends when the queue is
+  // empty and no open batch waits for the flush to end.
   async function drain(): Promise<void> {
     for (let batch = queue.shift(); batch; batch = queue.shift()) {
       try {
@@ -113,6 +125,8 @@ export function createBatcher<R>(deps: BatcherDeps<R>): Batcher<R> {
         pendingBytes -= batch.bytes;
         feed();
       }
+      // What arrived during the flush goes now, as one batch (seal() finds `draining` set).
+      if (queue.length === 0) seal();
     }
     draining = undefined;
   }
@@ -121,7 +135,7 @@ export function createBatcher<R>(deps: BatcherDeps<R>): Batcher<R> {
     if (current && current.records.length > 0 && current.bytes + size > maxBytes) seal();
     if (!current) {
       current = openBatch();
-      timer = setTimeout(seal, lingerMs);
+      timer = setTimeout(lingered, lingerMs);
     }
     current.records.push(record);
     current.bytes += size;

@@ -19,7 +19,16 @@ export interface Db extends Queryable {
   readonly kind: 'pglite' | 'postgres';
   transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T>;
   close(): Promise<void>;
+  /** Bytes of WebAssembly memory the store holds in this process (PGlite's heap; 0 for PostgreSQL). */
+  wasmMemoryBytes(): number;
 }
+
+// PGlite's PostgreSQL runs with PostgreSQL's default shared_buffers (128 MB), which live in its
+// WebAssembly memory: 188 MiB of it instead of the 128 MiB the module starts with, filled as
+// pages are read and never given back. The store holds configuration, not events (a few MiB;
+// the OS page cache keeps its files too), so 16 MB of buffers keep the memory at its initial
+// 128 MiB (wal_buffers follows at 1/32). The defaults besides are PGlite's own.
+const PGLITE_SETTINGS = ['shared_buffers=16MB'];
 
 /** SQLSTATE of a unique-constraint violation, the same in PGlite and PostgreSQL. */
 export const UNIQUE_VIOLATION = '23505';
@@ -44,7 +53,11 @@ export async function openPglite(dataDir: string | null): Promise<Db> {
   const restrict = () => (dir === undefined ? Promise.resolve() : restrictTree(dir));
   let db: PGlite;
   try {
-    db = new PGlite(dir);
+    const startParams = [
+      ...PGlite.defaultStartParams,
+      ...PGLITE_SETTINGS.flatMap((setting) => ['-c', setting]),
+    ];
+    db = new PGlite(dir, { startParams });
     await db.waitReady;
     await restrict();
   } catch (error) {
@@ -54,6 +67,7 @@ export async function openPglite(dataDir: string | null): Promise<Db> {
   return {
     kind: 'pglite',
     query: (sql, params) => db.query(sql, params),
+    wasmMemoryBytes: () => wasmMemoryBytes(db),
     transaction: (work) =>
       db.transaction((tx) => work({ query: (sql, params) => tx.query(sql, params) })),
     async close() {
@@ -65,6 +79,12 @@ export async function openPglite(dataDir: string | null): Promise<Db> {
       }
     },
   };
+}
+
+/** The size of PGlite's WebAssembly memory (its Emscripten module's heap view; not typed). */
+function wasmMemoryBytes(db: PGlite): number {
+  const mod = (db as unknown as { mod?: { HEAPU8?: Uint8Array } }).mod;
+  return mod?.HEAPU8?.byteLength ?? 0;
 }
 
 /** Opens a PostgreSQL pool. */
@@ -81,6 +101,7 @@ export async function openPostgres(connectionString: string): Promise<Db> {
   return {
     kind: 'postgres',
     query,
+    wasmMemoryBytes: () => 0,
     async transaction(work) {
       const client = await pool.connect();
       try {

@@ -88,6 +88,33 @@ describe('batcher', () => {
     await b.close();
   });
 
+  it('gathers what arrives during a flush into one batch that goes when the flush ends', async () => {
+    const flushed: string[][] = [];
+    let release: () => void = () => {};
+    const b = createBatcher({
+      maxEvents: 100,
+      maxBytes: 1 << 20,
+      lingerMs: 5,
+      flush: async (batch) => {
+        flushed.push(ids(batch));
+        if (flushed.length === 1) await new Promise<void>((r) => (release = r));
+      },
+    });
+    const first = b.add([rec(0)]);
+    while (flushed.length === 0) await new Promise((r) => setTimeout(r, 1));
+    // Four adds, each past the linger of the one before, while the first flush is held.
+    const later = [];
+    for (let i = 1; i <= 4; i++) {
+      later.push(b.add([rec(i)]));
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    expect(flushed).toEqual([['ev_0']]);
+    release();
+    await Promise.all([first, ...later]);
+    expect(flushed).toEqual([['ev_0'], ['ev_1', 'ev_2', 'ev_3', 'ev_4']]);
+    await b.close();
+  });
+
   it('rejects the callers of a failed batch only, and keeps going', async () => {
     const b = createBatcher({
       maxEvents: 1,

@@ -42,11 +42,34 @@ describe('cachedFilter', () => {
     '1 == 1',
   ])('answers as the uncached filter: %s', (expression) => {
     const plain = compileFilter(HTTP, expression);
-    const cached = cachedFilter(plain);
+    // Marked costly so that every expression, the cheap ones too, goes through the cache.
+    const cached = cachedFilter({ ...plain, cheap: false });
     // Twice: the second pass answers from the cache.
     for (const e of [...events, ...events]) expect(cached.matches(e)).toBe(plain.matches(e));
     expect(cached.type).toBe(HTTP);
     expect(cached.expression).toBe(expression);
+  });
+
+  it('leaves cheap filters (generated JS without a regex) uncached, caches the costly ones', () => {
+    for (const cheap of [
+      'conn.server_port == 443',
+      'conn.client_ip.startsWith("10.1.") || conn.client_ip.startsWith("10.2.")',
+      'conn.server_ip in ["192.0.2.1", "192.0.2.2", "192.0.2.3"]',
+    ]) {
+      const plain = compileFilter(HTTP, cheap);
+      expect(plain.cheap).toBe(true);
+      expect(cachedFilter(plain)).toBe(plain);
+    }
+    for (const costly of [
+      'conn.server_name.matches("^(api|shop)\\\\.")', // a regex
+      'conn.server_port + 1 == 444', // arithmetic: the cel-js evaluator
+    ]) {
+      const plain = compileFilter(HTTP, costly);
+      expect(plain.cheap).toBe(false);
+      const cached = cachedFilter(plain);
+      expect(cached).not.toBe(plain);
+      for (const e of [...events, ...events]) expect(cached.matches(e)).toBe(plain.matches(e));
+    }
   });
 
   it('evaluates once per key, keyed by the fields the expression reads', () => {

@@ -12,9 +12,11 @@ import { withSinkContract } from '../contract.ts';
 import { type Sink, SinkError } from '../types.ts';
 import { encodeMessages } from './encode.ts';
 import type { KafkaSinkConfig } from './index.ts';
+import { patchRecordEncoding } from './record-encoding-fix.ts';
 import { patchRequestQueue } from './request-queue-fix.ts';
 
 patchRequestQueue();
+patchRecordEncoding();
 
 /** What the Kafka sink needs: its validated settings and the service logger. */
 export interface KafkaSinkDeps {

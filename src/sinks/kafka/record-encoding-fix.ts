@@ -175,8 +175,8 @@ let patched = false;
 
 /**
  * Swaps in the record encoder and CRC-32C above, once per process. Does nothing when kafkajs's
- * produce code is already loaded (it holds the originals) or the modules are not where 2.2.4 has
- * them; returns whether the replacements are in place.
+ * produce code is already loaded (it holds the originals) or kafkajs is not 2.2.4; returns
+ * whether the replacements are in place.
  */
 export function patchRecordEncoding(): boolean {
   if (patched) return true;
@@ -199,9 +199,13 @@ export function patchRecordEncoding(): boolean {
   return true;
 }
 
-/** MODULES resolved, or undefined when one is missing (a kafkajs with another layout). */
+/** The kafkajs whose internals the replacements were checked against (byte for byte). */
+const KAFKAJS_VERSION = '2.2.4';
+
+/** MODULES resolved, or undefined for another kafkajs (a version or layout not checked). */
 function resolveAll(): Record<keyof typeof MODULES, string> | undefined {
   try {
+    if (require('kafkajs/package.json').version !== KAFKAJS_VERSION) return undefined;
     const entries = Object.entries(MODULES).map(([name, path]) => [name, require.resolve(path)]);
     return Object.fromEntries(entries) as Record<keyof typeof MODULES, string>;
   } catch {

@@ -23,6 +23,15 @@ export interface RawSetup {
 
 patchRequestQueue();
 const setup = workerData as RawSetup;
+// Values cross to this thread as Uint8Arrays; kafkajs wants the Buffers the sink gives it.
+for (const batch of setup.messages) {
+  for (const message of batch) {
+    const value = message.value as Uint8Array | string | null;
+    if (value instanceof Uint8Array && !Buffer.isBuffer(value)) {
+      message.value = Buffer.from(value.buffer, value.byteOffset, value.byteLength);
+    }
+  }
+}
 // The sink's client and producer settings (src/sinks/kafka/sink.ts), minus its logger.
 const retry = { retries: 2, initialRetryTime: 100, maxRetryTime: 1_000 };
 const kafka = new Kafka({

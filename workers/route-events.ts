@@ -1,6 +1,7 @@
 import { readlinkSync } from 'node:fs';
 import { setPriority } from 'node:os';
 import { isMainThread } from 'node:worker_threads';
+import { move, transferableSymbol, valueSymbol } from 'piscina';
 import { routeRequest } from '../src/pipeline/route-events.ts';
 import { compileRouting, type Routing } from '../src/pipeline/routing.ts';
 import type { RouteResult, RouteTask } from '../src/pipeline/worker-protocol.ts';
@@ -22,17 +23,33 @@ try {
  * Routes one Publish request. A bug in routing is answered as `failed`, so that a task the pool
  * rejects always means trouble with the pool itself (a worker that died or ran out of memory).
  */
-export default function routeEvents(task: RouteTask): RouteResult {
+export default function routeEvents(task: RouteTask): RouteResult | ReturnType<typeof move> {
+  let result: RouteResult;
   try {
     if (task.config !== undefined && routing?.version !== task.config.version) {
       routing = compileRouting(task.config);
     }
     if (routing === undefined || routing.version !== task.version) return { kind: 'need-config' };
-    return routeRequest(routing, task.request, task.receivedAt, task.maxEvents, task.taps);
+    result = routeRequest(routing, task.request, task.receivedAt, task.maxEvents, task.taps);
   } catch (error) {
     return {
       kind: 'failed',
       message: error instanceof Error ? (error.stack ?? error.message) : String(error),
     };
   }
+  if (result.kind !== 'routed') return result;
+  // The blocks' buffers are moved to the ingest thread, not copied.
+  const buffers = new Set<ArrayBufferLike>([result.response.buffer]);
+  for (const { parts } of result.deliveries) {
+    for (const part of [parts.text, parts.ends, parts.meta, parts.metaEnds])
+      buffers.add(part.buffer);
+  }
+  return move({
+    get [transferableSymbol]() {
+      return [...buffers];
+    },
+    get [valueSymbol]() {
+      return result;
+    },
+  });
 }

@@ -2,7 +2,8 @@ import { create, toBinary } from '@bufbuild/protobuf';
 import { PublishRequestSchema } from '../../src/gen/agent_ingress/ingest/v0/ingest_pb.ts';
 import { routeRequest } from '../../src/pipeline/route-events.ts';
 import { compileRouting } from '../../src/pipeline/routing.ts';
-import type { Batch, EventRecord } from '../../src/sinks/types.ts';
+import { RecordBlock } from '../../src/sinks/record-block.ts';
+import type { Batch } from '../../src/sinks/types.ts';
 import { generateEvents } from '../../test/helpers/events.ts';
 
 // Delivery records exactly as the route-events worker makes them (routeRequest over binary
@@ -27,7 +28,7 @@ export function recordBatches(size: number, batches: number): Batch[] {
     ],
   });
   const events = generateEvents(size * batches, { accounts: [account], seed: 7 });
-  const records: EventRecord[] = [];
+  const blocks: RecordBlock[] = [];
   for (let i = 0; i < events.length; i += 500) {
     const bytes = toBinary(
       PublishRequestSchema,
@@ -35,12 +36,8 @@ export function recordBatches(size: number, batches: number): Batch[] {
     );
     const result = routeRequest(routing, bytes, Date.now());
     if (result.kind !== 'routed') throw new Error(`routeRequest: ${JSON.stringify(result)}`);
-    for (const delivery of result.deliveries) records.push(...delivery.records);
+    for (const delivery of result.deliveries) blocks.push(new RecordBlock(delivery.parts));
   }
-  const out: Batch[] = [];
-  for (let i = 0; i < batches; i++) {
-    const slice = records.slice(i * size, (i + 1) * size);
-    out.push({ records: slice, bytes: slice.reduce((n, r) => n + Buffer.byteLength(r.json), 0) });
-  }
-  return out;
+  const all = RecordBlock.concat(blocks);
+  return Array.from({ length: batches }, (_, i) => all.slice(i * size, (i + 1) * size));
 }

@@ -232,7 +232,8 @@ function loop(cases: string[], info: string): string {
   );
 }
 
-function formatTimestamp(ts: { seconds: Int64Json; nanos: number }): string | null {
+/** A decoded Timestamp message as RFC 3339, or null out of range (as to-json has it). */
+export function formatTimestamp(ts: { seconds: Int64Json; nanos: number }): string | null {
   // Seconds beyond 2^53 (raw JSON, not a number) are far outside RFC 3339's years.
   if (typeof ts.seconds !== 'number') return null;
   // timestampToJson reads Number(seconds): a number is as good as the bigint here.
@@ -267,7 +268,7 @@ export function wireToJson(desc: DescMessage): WireToJson {
 
 // The envelope: PublishRequest.events, and per Event account_id, event_id, event_timestamp and
 // the payload oneof, whose members are matched to the traffic kinds by their message type.
-function compileRequestDecoder(): RequestDecoder {
+function compileRequestDecoder(): RequestDecoders {
   const unit = new Unit();
   const events = fieldNamed(PublishRequestSchema, 'events');
   const accountId = fieldNamed(EventSchema, 'account_id');
@@ -346,11 +347,19 @@ function compileRequestDecoder(): RequestDecoder {
       `    } else pos = skip(c, buf, pos, end, t, 1, I[${requestInfo}]);\n` +
       '  }\n  return events;\n}',
   );
-  return unit.compile('decodeRequest').decodeRequest as RequestDecoder;
+  return unit.compile('decodeRequest, decodeEvent') as unknown as RequestDecoders;
 }
 
-type RequestDecoder = (bytes: Uint8Array, maxEvents: number) => DecodedEvent[];
-let requestDecoder: RequestDecoder | undefined;
+interface RequestDecoders {
+  decodeRequest(bytes: Uint8Array, maxEvents: number): DecodedEvent[];
+  decodeEvent(bytes: Uint8Array, start: number, end: number, depth: number): DecodedEvent;
+}
+let decoders: RequestDecoders | undefined;
+
+function requestDecoders(): RequestDecoders {
+  decoders ??= compileRequestDecoder();
+  return decoders;
+}
 
 /**
  * Decodes a binary PublishRequest to its events, each payload in the catalogue's JSON shape.
@@ -362,6 +371,13 @@ export function decodePublishRequest(
   bytes: Uint8Array,
   maxEvents = Number.POSITIVE_INFINITY,
 ): DecodedEvent[] {
-  if (requestDecoder === undefined) requestDecoder = compileRequestDecoder();
-  return requestDecoder(bytes, maxEvents);
+  return requestDecoders().decodeRequest(bytes, maxEvents);
+}
+
+/**
+ * Decodes one Event message, bytes[start, end) of a PublishRequest (as decodePublishRequest
+ * decodes each of its events): for events wire-json.ts cannot write in one pass.
+ */
+export function decodeEventAt(bytes: Uint8Array, start: number, end: number): DecodedEvent {
+  return requestDecoders().decodeEvent(bytes, start, end, 2);
 }

@@ -199,11 +199,16 @@ const CACHE_SIZE = 4096; // a power of two
 const CACHE_MAX_LENGTH = 64;
 const cacheKeys: string[] = new Array(CACHE_SIZE).fill('');
 
+/** A string field whose bytes [start, end) are not UTF-8. */
+export function invalidUtf8(start: number, end: number): never {
+  return fail(`invalid UTF-8 in the string at bytes ${start}-${end}`);
+}
+
 function decodeUtf8(buf: Uint8Array, start: number, end: number): string {
   try {
     return utf8.decode(buf.subarray(start, end));
   } catch {
-    return fail(`invalid UTF-8 in the string at bytes ${start}-${end}`);
+    return invalidUtf8(start, end);
   }
 }
 

@@ -5,6 +5,7 @@ import {
   type TrafficEventType,
   trafficFields,
 } from '../catalogue/index.ts';
+import { jsonShape } from '../catalogue/wire-json.ts';
 import { FieldSelectionError } from './filter-error.ts';
 import { generate, identifier } from './generated-code.ts';
 
@@ -60,9 +61,61 @@ export function compileProjection(type: string, fields: readonly string[] | unde
     );
   }
 
+  return compileGroup(selectionOf(fields));
+}
+
+/**
+ * A field selection as a recipe for its JSON text: constant bytes, and span ids of the event's
+ * text as wire-json.ts writes it (a selected leaf or group is one span, copied as it is). The
+ * text is what JSON.stringify gives for compileProjection's object, key order included.
+ */
+export type SpanProjection = readonly (Uint8Array | number)[];
+
+/** The span recipe of a selection; empty or omitted selects the whole payload (span 0). */
+export function compileSpanProjection(
+  type: string,
+  fields: readonly string[] | undefined,
+): SpanProjection {
+  compileProjection(type, fields); // the same checks and errors
+  if (!fields || fields.length === 0) return [0];
+  const shape = jsonShape(type as TrafficEventType);
+  const ops: (string | number)[] = [];
+  const emit = (node: Map<string, Selection>, path: string) => {
+    ops.push('{');
+    let first = true;
+    for (const [key, sel] of node) {
+      if (!first) ops.push(',');
+      first = false;
+      const name = path === '' ? key : `${path}.${key}`;
+      if (sel === true) ops.push(shape.spanOf.get(name)!);
+      else {
+        ops.push(`"${key}":`);
+        emit(sel, name);
+      }
+    }
+    ops.push('}');
+  };
+  emit(selectionOf(fields), '');
+  // Adjacent constants become one.
+  const out: (Uint8Array | number)[] = [];
+  let pending = '';
+  for (const op of ops) {
+    if (typeof op === 'string') pending += op;
+    else {
+      if (pending !== '') out.push(Buffer.from(pending));
+      pending = '';
+      out.push(op);
+    }
+  }
+  if (pending !== '') out.push(Buffer.from(pending));
+  return out;
+}
+
+// The selection tree, in the order the names were given (the object's key order).
+function selectionOf(fields: readonly string[]): Map<string, Selection> {
   const root = new Map<string, Selection>();
   for (const name of fields) select(root, name.split('.'));
-  return compileGroup(root);
+  return root;
 }
 
 // Adds one path; a whole group already selected absorbs its children, and vice versa.

@@ -8,8 +8,10 @@ export {
 } from './compile-filter.ts';
 export {
   compileProjection,
+  compileSpanProjection,
   MAX_SELECTED_FIELDS,
   type Projection,
+  type SpanProjection,
   selectableNames,
 } from './compile-projection.ts';
 export { FILTER_LIMITS } from './filter-environment.ts';

@@ -1,5 +1,5 @@
 import type { Logger } from '../logger.ts';
-import type { EventRecord } from '../sinks/types.ts';
+import { type EventRecord, RecordBlock } from '../sinks/record-block.ts';
 import type { Db } from '../store/db.ts';
 import { claimOutbox, markDelivered, releaseOutbox } from '../store/outbox.ts';
 import type { PipelineCounts } from './account-stats.ts';
@@ -8,7 +8,6 @@ import type { Destinations } from './destinations.ts';
 import type { Routing } from './routing.ts';
 import { createTee } from './tap-tee.ts';
 import type { Taps } from './taps.ts';
-import type { Delivery } from './worker-protocol.ts';
 
 const BATCH = 500;
 const LEASE_SECONDS = 60;
@@ -75,9 +74,9 @@ export function createAuditRelay(deps: {
         else records.push(record);
       }
     }
-    const deliveries: Delivery[] = [...byDestination].map(([destinationId, records]) => ({
+    const deliveries = [...byDestination].map(([destinationId, records]) => ({
       destinationId,
-      records,
+      block: RecordBlock.of(records),
     }));
     const seqs = rows.map((row) => row.seq);
     try {

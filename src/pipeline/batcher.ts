@@ -1,11 +1,12 @@
 import { AppError } from '../errors.ts';
-import type { Batch, EventRecord } from '../sinks/types.ts';
+import { RecordBlock } from '../sinks/record-block.ts';
+import type { Batch } from '../sinks/types.ts';
 
 /** Size and timing limits of one destination's batches. */
 export interface BatcherOptions {
   /** A batch is flushed as soon as it holds this many records. */
   maxEvents: number;
-  /** A batch is flushed before a record would push it past this many JSON bytes. */
+  /** A batch is flushed before a record would push it past this many bytes of NDJSON. */
   maxBytes: number;
   /**
    * With no flush in flight, a batch is flushed this long after its first record arrived, full
@@ -33,7 +34,7 @@ export interface Batcher<R> {
    * or with BatcherFullError (nothing taken) when they do not fit now. Records that could never
    * fit (more than maxPendingBytes) are taken in pieces as flushes free room.
    */
-  add(records: readonly EventRecord[]): Promise<R[]>;
+  add(records: RecordBlock): Promise<R[]>;
   /** Bytes accepted but not yet flushed: the batcher's share of the destination's memory. */
   readonly pendingBytes: number;
   /** Stops accepting records, flushes what is left and waits for every flush to settle. */
@@ -49,7 +50,9 @@ export class BatcherFullError extends Error {
 }
 
 interface OpenBatch<R> {
-  records: EventRecord[];
+  /** Slices of the blocks added, joined into one block when the batch is flushed. */
+  pieces: RecordBlock[];
+  count: number;
   bytes: number;
   done: Promise<R>;
   resolve: (result: R) => void;
@@ -63,17 +66,16 @@ function openBatch<R>(): OpenBatch<R> {
     resolve = res;
     reject = rej;
   });
-  return { records: [], bytes: 0, done, resolve, reject };
+  return { pieces: [], count: 0, bytes: 0, done, resolve, reject };
 }
 
-function recordBytes(record: EventRecord): number {
-  return Buffer.byteLength(record.json);
+function recordBytes(block: RecordBlock, i: number): number {
+  return block.ends[i] - block.start(i);
 }
 
 /** An add() larger than the whole bound, taken piece by piece. */
 interface Feed<R> {
-  records: readonly EventRecord[];
-  sizes: number[];
+  block: RecordBlock;
   next: number;
   waits: Set<Promise<R>>;
   taken: () => void;
@@ -99,7 +101,7 @@ export function createBatcher<R>(deps: BatcherDeps<R>): Batcher<R> {
       clearTimeout(timer);
       timer = undefined;
     }
-    if (!current || current.records.length === 0) return;
+    if (!current || current.count === 0) return;
     queue.push(current);
     current = undefined;
     draining ??= drain();
@@ -118,7 +120,7 @@ export function createBatcher<R>(deps: BatcherDeps<R>): Batcher<R> {
   async function drain(): Promise<void> {
     for (let batch = queue.shift(); batch; batch = queue.shift()) {
       try {
-        batch.resolve(await flush({ records: batch.records, bytes: batch.bytes }));
+        batch.resolve(await flush(RecordBlock.concat(batch.pieces)));
       } catch (err) {
         batch.reject(err);
       } finally {
@@ -131,16 +133,30 @@ export function createBatcher<R>(deps: BatcherDeps<R>): Batcher<R> {
     draining = undefined;
   }
 
-  function addOne(record: EventRecord, size: number, waits: Set<Promise<R>>): void {
-    if (current && current.records.length > 0 && current.bytes + size > maxBytes) seal();
-    if (!current) {
-      current = openBatch();
-      timer = setTimeout(lingered, lingerMs);
+  // Adds records [from, to) of a block to the open batch, sealing it whenever it is full: each
+  // batch takes a slice (a view, no copy) of as many records as fit, and at least one.
+  function addRange(block: RecordBlock, from: number, to: number, waits: Set<Promise<R>>): void {
+    while (from < to) {
+      if (current && current.count > 0 && current.bytes + recordBytes(block, from) > maxBytes) {
+        seal();
+      }
+      if (!current) {
+        current = openBatch();
+        timer = setTimeout(lingered, lingerMs);
+      }
+      const base = block.start(from);
+      const room = maxBytes - current.bytes;
+      const last = Math.min(to, from + maxEvents - current.count);
+      let next = from + 1;
+      while (next < last && block.ends[next] - base <= room) next++;
+      const piece = block.slice(from, next);
+      current.pieces.push(piece);
+      current.count += piece.count;
+      current.bytes += piece.bytes;
+      waits.add(current.done);
+      if (current.count >= maxEvents || current.bytes >= maxBytes) seal();
+      from = next;
     }
-    current.records.push(record);
-    current.bytes += size;
-    waits.add(current.done);
-    if (current.records.length >= maxEvents || current.bytes >= maxBytes) seal();
   }
 
   // Takes what fits of the oversized add; when the rest must wait, seals the open batch so the
@@ -148,17 +164,24 @@ export function createBatcher<R>(deps: BatcherDeps<R>): Batcher<R> {
   function feed(): void {
     const f = feeding;
     if (f === undefined) return;
-    for (; f.next < f.records.length; f.next++) {
-      const size = f.sizes[f.next];
-      if (pendingBytes > 0 && pendingBytes + size > maxPendingBytes) {
-        seal();
-        return;
-      }
-      pendingBytes += size;
-      const before = f.waits.size;
-      addOne(f.records[f.next], size, f.waits);
+    const { block } = f;
+    let end = f.next;
+    let taking = 0;
+    for (; end < block.count; end++) {
+      const size = recordBytes(block, end);
+      if (pendingBytes + taking > 0 && pendingBytes + taking + size > maxPendingBytes) break;
+      taking += size;
+    }
+    if (end > f.next) {
+      pendingBytes += taking;
+      addRange(block, f.next, end, f.waits);
+      f.next = end;
       // Awaited once every piece is taken; a batch that fails meanwhile must not go unhandled.
-      if (f.waits.size > before) for (const wait of f.waits) wait.catch(() => {});
+      for (const wait of f.waits) wait.catch(() => {});
+    }
+    if (f.next < block.count) {
+      seal();
+      return;
     }
     feeding = undefined;
     f.taken();
@@ -167,23 +190,21 @@ export function createBatcher<R>(deps: BatcherDeps<R>): Batcher<R> {
   return {
     add(records) {
       if (closed) return Promise.reject(new AppError('ERR_UNAVAILABLE', 'batcher closed; retry'));
-      if (records.length === 0) return Promise.resolve([]);
-      const sizes = records.map(recordBytes);
-      const total = sizes.reduce((a, b) => a + b, 0);
+      if (records.count === 0) return Promise.resolve([]);
+      const total = records.bytes;
       if (feeding !== undefined || (pendingBytes > 0 && pendingBytes + total > maxPendingBytes)) {
         return Promise.reject(new BatcherFullError(pendingBytes, maxPendingBytes));
       }
+      const waits = new Set<Promise<R>>();
       if (total > maxPendingBytes) {
-        const waits = new Set<Promise<R>>();
         const taken = new Promise<void>((resolve) => {
-          feeding = { records, sizes, next: 0, waits, taken: resolve };
+          feeding = { block: records, next: 0, waits, taken: resolve };
         });
         feed();
         return taken.then(() => Promise.all(waits));
       }
       pendingBytes += total;
-      const waits = new Set<Promise<R>>();
-      for (let i = 0; i < records.length; i++) addOne(records[i], sizes[i], waits);
+      addRange(records, 0, records.count, waits);
       return Promise.all(waits);
     },
     get pendingBytes() {

@@ -1,5 +1,11 @@
+import type { RecordBlock } from '../sinks/record-block.ts';
 import type { Destinations } from './destinations.ts';
-import type { Delivery } from './worker-protocol.ts';
+
+/** The records one destination must make durable for a request (or an audit batch). */
+export interface BlockDelivery {
+  destinationId: string;
+  block: RecordBlock;
+}
 
 /**
  * Hands each delivery to its destination (which turns sink results into acknowledgements, see
@@ -9,12 +15,12 @@ import type { Delivery } from './worker-protocol.ts';
  */
 export async function deliverAll(
   destinations: Destinations,
-  deliveries: readonly Delivery[],
+  deliveries: readonly BlockDelivery[],
 ): Promise<void> {
   const pending: Promise<unknown>[] = [];
   for (const delivery of deliveries) {
     const destination = destinations.get(delivery.destinationId);
-    if (destination !== undefined) pending.push(destination.deliver(delivery.records));
+    if (destination !== undefined) pending.push(destination.deliver(delivery.block));
   }
   const results = await Promise.allSettled(pending);
   const failure = results.find((result) => result.status === 'rejected');

@@ -1,6 +1,7 @@
 import { AppError } from '../errors.ts';
 import type { Logger } from '../logger.ts';
-import { type Batch, type EventRecord, type Sink, SinkError } from '../sinks/types.ts';
+import type { RecordBlock } from '../sinks/record-block.ts';
+import { type Batch, type Sink, SinkError } from '../sinks/types.ts';
 import { BatcherFullError, type BatcherOptions, createBatcher } from './batcher.ts';
 import { type Spool, SpoolFullError } from './spool.ts';
 
@@ -53,7 +54,7 @@ export interface Destination {
    * Resolves when every record is durable (written by the sink or appended to the spool);
    * rejects with ERR_BACKPRESSURE (spool or buffer full) or ERR_UNAVAILABLE (anything else).
    */
-  deliver(records: readonly EventRecord[]): Promise<Receipt>;
+  deliver(records: RecordBlock): Promise<Receipt>;
   health(): DestinationHealth;
   /** Stops accepting, flushes the batcher (to sink or spool), stops replay, closes the sink. */
   close(): Promise<void>;

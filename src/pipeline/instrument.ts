@@ -19,9 +19,9 @@ export function instrumentSink(
       const stop = metrics.sinkWriteSeconds.startTimer({ sink: kind });
       try {
         await sink.write(batch);
-        metrics.recordsDelivered.inc({ sink: kind }, batch.records.length);
-        counts.delivered += batch.records.length;
-        metrics.batchRecords.observe({ sink: kind }, batch.records.length);
+        metrics.recordsDelivered.inc({ sink: kind }, batch.count);
+        counts.delivered += batch.count;
+        metrics.batchRecords.observe({ sink: kind }, batch.count);
       } catch (error) {
         const retriable = !(error instanceof SinkError) || error.retriable;
         metrics.sinkErrors.inc({ sink: kind, retriable: String(retriable) });
@@ -46,8 +46,8 @@ export function instrumentSpool(
   return Object.assign(spool, {
     async append(batch: Parameters<Spool['append']>[0]) {
       const seq = await append(batch);
-      metrics.recordsSpooled.inc({ sink: kind }, batch.records.length);
-      counts.spooled += batch.records.length;
+      metrics.recordsSpooled.inc({ sink: kind }, batch.count);
+      counts.spooled += batch.count;
       return seq;
     },
   });

@@ -3,6 +3,7 @@ import { AppError } from '../errors.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Keyring } from '../secrets.ts';
+import { RecordBlock } from '../sinks/record-block.ts';
 import type { Db } from '../store/db.ts';
 import {
   currentPipelineVersion,
@@ -188,7 +189,13 @@ export async function createPipeline(deps: {
       claim.take(result.bytes);
       try {
         await admitEvents?.(result.accepted);
-        await deliverAll(destinations, result.deliveries);
+        await deliverAll(
+          destinations,
+          result.deliveries.map(({ destinationId, parts }) => ({
+            destinationId,
+            block: new RecordBlock(parts),
+          })),
+        );
       } finally {
         claim.give(result.bytes);
       }

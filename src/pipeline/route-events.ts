@@ -1,20 +1,23 @@
 import { create, toBinary } from '@bufbuild/protobuf';
-import { type DecodedEvent, decodePublishRequest, type EventJson } from '../catalogue/index.ts';
+import type { EventJson } from '../catalogue/index.ts';
+import { type RequestText, readPublishRequest, type TextEvent } from '../catalogue/request-text.ts';
 import type { AppError } from '../errors.ts';
+import type { SpanProjection } from '../filter/index.ts';
 import { PublishResponseSchema } from '../gen/agent_ingress/ingest/v0/ingest_pb.ts';
 import { newId } from '../ids.ts';
-import type { EventRecord } from '../sinks/types.ts';
+import { BlockWriter, RecordMeta } from '../sinks/record-block.ts';
 import { eventsByAccount, RequestTally } from './match-tally.ts';
-import type { Routing } from './routing.ts';
+import type { Route, Routing } from './routing.ts';
 import { sampled } from './sampling.ts';
 import { createTee, type TapSpec } from './tap-tee.ts';
 import type { Delivery, RouteResult } from './worker-protocol.ts';
 
 const EVENT_ID = /^[\x21-\x7e]{1,128}$/;
 const MAX_ACCOUNT_ID = 128;
+const CLOSE = 0x7d; // the envelope's closing brace
 
 /** Why an event makes its whole request invalid, or undefined when it is fine. */
-function problem(event: DecodedEvent, index: number): string | undefined {
+function problem(event: TextEvent, index: number): string | undefined {
   if (event.accountId === '' || event.accountId.length > MAX_ACCOUNT_ID) {
     return `events[${index}].account_id must be 1-${MAX_ACCOUNT_ID} characters`;
   }
@@ -31,33 +34,71 @@ function problem(event: DecodedEvent, index: number): string | undefined {
 }
 
 /** The Kafka partition key: one host's events stay together, in order. */
-function partitionKey(object: EventJson): string {
-  const conn = object.conn as { server_name?: string; client_ip?: string } | undefined;
+function partitionKey(filterable: EventJson): string {
+  const conn = filterable.conn as { server_name?: string; client_ip?: string } | undefined;
   return conn?.server_name || conn?.client_ip || '';
 }
 
-/**
- * The start of an event's envelope, everything but its (selected) object: made once per event
- * and shared by its projections. Key order and values are JSON.stringify's.
- */
-function envelopeHead(
+/** An event's envelope as text, around an object (for preview taps, off the hot path). */
+function envelopeText(
   eventId: string,
   eventType: string,
   timestamp: string,
   accountId: string,
+  object: EventJson,
 ): string {
-  return `{"event_id":${JSON.stringify(eventId)},"event_type":${JSON.stringify(eventType)},"event_timestamp":${JSON.stringify(timestamp)},"account_id":${JSON.stringify(accountId)},"principal":null,"object":`;
+  return JSON.stringify({
+    event_id: eventId,
+    event_type: eventType,
+    event_timestamp: timestamp,
+    account_id: accountId,
+    principal: null,
+    object,
+  });
 }
 
-/** One delivered record: the event's envelope around its (selected) object. */
-function envelope(head: string, object: EventJson): string {
-  return `${head}${JSON.stringify(object)}}`;
+/** Writes a record's envelope: its head (text[head, headEnd)), the selected fields, the brace. */
+function writeRecord(
+  writer: BlockWriter,
+  request: RequestText,
+  head: number,
+  headEnd: number,
+  projection: SpanProjection,
+  spanBase: number,
+): void {
+  const { text, spans } = request;
+  writer.bytes(text, head, headEnd);
+  for (const op of projection) {
+    if (typeof op === 'number') {
+      writer.bytes(text, spans[spanBase + 2 * op], spans[spanBase + 2 * op + 1]);
+    } else {
+      writer.bytes(op, 0, op.length);
+    }
+  }
+  writer.ensure(1);
+  writer.buf[writer.pos++] = CLOSE;
+}
+
+// Writers kept between requests (a worker routes one request at a time): their buffers grow to
+// the largest request's needs once, instead of being allocated for every request.
+// Bounded, so a rare huge request or many destinations do not pin memory for good.
+const spareWriters: BlockWriter[] = [];
+const MAX_SPARE_WRITERS = 16;
+const MAX_SPARE_BYTES = 8 * 2 ** 20;
+
+/** Where an event's record for one field selection was written first, and who has it. */
+interface Written {
+  projectionKey: string;
+  writer: BlockWriter;
+  index: number;
+  destinationIds: string[];
 }
 
 /**
- * The per-request work of the data plane: decode, validate every event (one bad event rejects
- * the request, so nothing of it is delivered), then for each event its account's routes: filter,
- * project, wrap in the envelope, serialize once per projection, and group by destination.
+ * The per-request work of the data plane: read the request (every event's JSON text written
+ * once), validate every event (one bad event rejects the request, so nothing of it is
+ * delivered), then for each event its account's routes: filter on its Filterable leaves, copy
+ * its selected fields into an envelope once per field selection, and group by destination.
  */
 export function routeRequest(
   routing: Routing,
@@ -66,9 +107,9 @@ export function routeRequest(
   maxEvents = Number.POSITIVE_INFINITY,
   taps?: readonly TapSpec[],
 ): RouteResult {
-  let events: DecodedEvent[];
+  let request: RequestText;
   try {
-    events = decodePublishRequest(bytes, maxEvents);
+    request = readPublishRequest(bytes, maxEvents);
   } catch (error) {
     if ((error as AppError).code === 'ERR_BODY_TOO_LARGE') {
       return {
@@ -82,70 +123,99 @@ export function routeRequest(
       accounts: [],
     };
   }
+  const { events } = request;
   for (let i = 0; i < events.length; i++) {
     const why = problem(events[i], i);
     if (why !== undefined)
       return { kind: 'invalid', message: why, accounts: eventsByAccount(events) };
   }
   const received = new Date(receivedAt).toISOString();
-  const byDestination = new Map<string, EventRecord[]>();
+  const writers = new Map<string, BlockWriter>();
   const eventIds: string[] = new Array(events.length);
   let matched = 0;
-  let jsonBytes = 0;
   const tee = createTee(taps);
   const tally = new RequestTally();
+  const written: Written[] = [];
+  const meta = new RecordMeta();
+  let routes: readonly Route[] = [];
+  let routesOf = '';
   for (let i = 0; i < events.length; i++) {
     const event = events[i];
     const eventId = event.eventId || newId('ev');
     eventIds[i] = eventId;
     const eventType = event.type!; // problem() checked every event
-    const object = event.object!;
     const timestamp = event.eventTimestamp ?? received;
     const { accountId } = event;
-    const routes = routing.routes(event.accountId, eventType);
-    if (routes.length === 0 && tee === undefined) {
-      tally.event(accountId, false);
-      continue;
+    // Requests mostly carry runs of one account's events of one kind.
+    if (routesOf !== `${accountId}\n${eventType}`) {
+      routesOf = `${accountId}\n${eventType}`;
+      routes = routing.routes(accountId, eventType);
     }
-    const head = envelopeHead(eventId, eventType, timestamp, accountId);
     if (tee !== undefined) {
-      tee.event(accountId, eventType, object, (selected) => envelope(head, selected));
+      tee.event(
+        accountId,
+        eventType,
+        () => request.object(i),
+        (selected) => envelopeText(eventId, eventType, timestamp, accountId, selected),
+      );
     }
     if (routes.length === 0) {
       tally.event(accountId, false);
       continue;
     }
-    const key = partitionKey(object);
-    // One serialization per distinct field selection, and one record per destination and
-    // selection: subscriptions that agree share the work and never duplicate a line.
-    const records = new Map<string, EventRecord>();
+    const filterable = request.filterable(i);
+    const head = request.appendHead(eventId, eventType, timestamp, accountId);
+    const headEnd = request.at;
+    meta.set(eventId, eventType, accountId, partitionKey(filterable));
+    // One envelope per distinct field selection, copied as bytes to each further destination
+    // that wants it; a destination never gets the same record twice.
+    written.length = 0;
     let routedAny = false;
     for (const route of routes) {
-      if (route.filter !== undefined && !route.filter.matches(object)) continue;
+      if (route.filter !== undefined && !route.filter.matches(filterable)) continue;
       if (!sampled(eventId, route.sampleBound)) continue;
       routedAny = true;
       tally.route(route);
-      let record = records.get(route.projectionKey);
-      if (record === undefined) {
-        const selected = route.project === undefined ? object : route.project(object);
-        const json = envelope(head, selected);
-        record = { eventId, eventType, accountId: event.accountId, partitionKey: key, json };
-        records.set(route.projectionKey, record);
-        jsonBytes += json.length;
-      }
-      tee?.routed(route.subscriptionId, eventType, record.json);
+      let record = written.find((w) => w.projectionKey === route.projectionKey);
       for (const destinationId of route.destinationIds) {
-        const batch = byDestination.get(destinationId);
-        if (batch === undefined) byDestination.set(destinationId, [record]);
-        else if (!batch.includes(record, Math.max(0, batch.length - routes.length)))
-          batch.push(record);
+        if (record?.destinationIds.includes(destinationId)) continue;
+        let writer = writers.get(destinationId);
+        if (writer === undefined) {
+          writer = spareWriters.pop() ?? new BlockWriter();
+          writers.set(destinationId, writer);
+        }
+        if (record === undefined) {
+          writeRecord(writer, request, head, headEnd, route.projection, event.spanBase);
+          writer.endRecordMeta(meta);
+          record = {
+            projectionKey: route.projectionKey,
+            writer,
+            index: writer.records - 1,
+            destinationIds: [],
+          };
+          written.push(record);
+        } else {
+          writer.copyRecord(record.writer, record.index);
+        }
+        record.destinationIds.push(destinationId);
+      }
+      if (tee !== undefined && record !== undefined) {
+        tee.routed(route.subscriptionId, eventType, record.writer.recordText(record.index));
       }
     }
     if (routedAny) matched++;
     tally.event(accountId, routedAny);
   }
   const deliveries: Delivery[] = [];
-  for (const [destinationId, records] of byDestination) deliveries.push({ destinationId, records });
+  let blockBytes = 0;
+  for (const [destinationId, writer] of writers) {
+    const block = writer.copyOut();
+    if (spareWriters.length < MAX_SPARE_WRITERS && writer.capacity <= MAX_SPARE_BYTES) {
+      spareWriters.push(writer);
+    }
+    blockBytes += block.text.length + block.meta.length;
+    deliveries.push({ destinationId, parts: block.parts() });
+  }
   const response = toBinary(
     PublishResponseSchema,
     create(PublishResponseSchema, { accepted: events.length, eventIds }),
@@ -156,7 +226,7 @@ export function routeRequest(
     accepted: events.length,
     matched,
     deliveries,
-    bytes: jsonBytes,
+    bytes: blockBytes,
     tally: tally.result(),
     ...(tee === undefined ? {} : { tapped: tee.catches() }),
   };

@@ -3,8 +3,8 @@ import { cachedFilter } from '../filter/cached-filter.ts';
 import {
   type CompiledFilter,
   compileFilter,
-  compileProjection,
-  type Projection,
+  compileSpanProjection,
+  type SpanProjection,
 } from '../filter/index.ts';
 import { newRouteTally, type RouteTally } from './match-tally.ts';
 import { sampleBound } from './sampling.ts';
@@ -28,8 +28,8 @@ export interface Route {
   filter: CompiledFilter | undefined;
   /** The source's sampling bound (sampling.ts), applied after the filter; undefined: keep all. */
   sampleBound: number | undefined;
-  /** Undefined: every field is kept. */
-  project: Projection | undefined;
+  /** The selected fields as spans of the event's JSON text ([0]: every field). */
+  projection: SpanProjection;
   /** Equal for routes that select the same fields, so their output is serialized once. */
   projectionKey: string;
   destinationIds: readonly string[];
@@ -64,10 +64,7 @@ export function compileRouting(config: RoutingConfig): Routing {
               ? cachedFilter(compileFilter(source.type, source.filter))
               : undefined,
           sampleBound: sampleBound(source.sampleRate ?? 1),
-          project:
-            traffic && source.fields.length > 0
-              ? compileProjection(source.type, source.fields)
-              : undefined,
+          projection: traffic ? compileSpanProjection(source.type, source.fields) : [0],
           projectionKey:
             traffic && source.fields.length > 0 ? [...source.fields].sort().join(',') : '*',
           destinationIds: subscription.destinationIds,

@@ -1,8 +1,8 @@
 import { mkdir, open, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { parseExact } from '../catalogue/int64-json.ts';
 import { fsyncDir } from '../fsync-dir.ts';
-import type { Batch, EventRecord } from '../sinks/types.ts';
+import { BlockWriter } from '../sinks/record-block.ts';
+import type { Batch } from '../sinks/types.ts';
 
 /** Where a destination keeps the batches its sink could not take yet, and how much of the disk it may use. */
 export interface SpoolOptions {
@@ -56,31 +56,45 @@ function fileName(seq: number, events: number): string {
 
 /**
  * One line per record: a JSON array [eventId, eventType, accountId, partitionKey], a tab, then the
- * record's JSON verbatim. The envelope is not re-escaped (its JSON holds no raw newline; a tab in
- * the metadata is escaped by JSON.stringify, so the first tab always separates the two parts).
+ * record's JSON verbatim (an envelope holds no raw newline; a tab in the metadata is escaped by
+ * JSON.stringify, so the first tab always separates the two parts).
  */
 export function encodeSpoolBatch(batch: Batch): Buffer {
-  let out = '';
-  for (const r of batch.records) {
-    const json = r.json.includes('\n') ? JSON.stringify(parseExact(r.json)) : r.json;
-    out += `${JSON.stringify([r.eventId, r.eventType, r.accountId, r.partitionKey])}\t${json}\n`;
+  const heads: Buffer[] = new Array(batch.count);
+  let size = batch.text.length;
+  for (let i = 0; i < batch.count; i++) {
+    heads[i] = Buffer.from(
+      `${JSON.stringify([batch.eventId(i), batch.eventType(i), batch.accountId(i), batch.partitionKey(i)])}\t`,
+    );
+    size += heads[i].length;
   }
-  return Buffer.from(out);
+  const out = Buffer.allocUnsafe(size);
+  let pos = 0;
+  for (let i = 0; i < batch.count; i++) {
+    pos += heads[i].copy(out, pos);
+    pos += batch.text.copy(out, pos, batch.start(i), batch.ends[i]);
+  }
+  return out;
 }
 
-/** Inverse of encodeSpoolBatch; bytes is recomputed as the records' JSON byte lengths. */
-export function decodeSpoolBatch(data: string): Batch {
-  const records: EventRecord[] = [];
-  let bytes = 0;
-  for (const line of data.split('\n')) {
-    if (line === '') continue;
-    const tab = line.indexOf('\t');
-    const [eventId, eventType, accountId, partitionKey] = JSON.parse(line.slice(0, tab));
-    const json = line.slice(tab + 1);
-    records.push({ eventId, eventType, accountId, partitionKey, json });
-    bytes += Buffer.byteLength(json);
+/** Inverse of encodeSpoolBatch. */
+export function decodeSpoolBatch(data: Buffer): Batch {
+  const writer = new BlockWriter(data.length);
+  let pos = 0;
+  while (pos < data.length) {
+    let end = data.indexOf(0x0a, pos);
+    if (end < 0) end = data.length;
+    if (end > pos) {
+      const tab = data.indexOf(0x09, pos);
+      const [eventId, eventType, accountId, partitionKey] = JSON.parse(
+        data.toString('utf8', pos, tab),
+      );
+      writer.bytes(data, tab + 1, end);
+      writer.endRecord(eventId, eventType, accountId, partitionKey);
+    }
+    pos = end + 1;
   }
-  return { records, bytes };
+  return writer.finish();
 }
 
 /** Opens (or creates) the spool in dir: reads the existing files so a restart resumes where it stopped. */
@@ -112,7 +126,7 @@ export async function openSpool(options: SpoolOptions): Promise<Spool> {
       }
       // Reserve before the first await so concurrent appends cannot overshoot the bound together.
       const seq = nextSeq++;
-      const entry: Entry = { seq, events: batch.records.length, bytes: data.length };
+      const entry: Entry = { seq, events: batch.count, bytes: data.length };
       bytes += entry.bytes;
       events += entry.events;
       const tmp = join(dir, `${TMP_PREFIX}${seq}`);
@@ -141,7 +155,7 @@ export async function openSpool(options: SpoolOptions): Promise<Spool> {
     async peek() {
       const head = entries[0];
       if (!head) return undefined;
-      const data = await readFile(join(dir, fileName(head.seq, head.events)), 'utf8');
+      const data = await readFile(join(dir, fileName(head.seq, head.events)));
       return { seq: head.seq, batch: decodeSpoolBatch(data) };
     },
     async remove(seq) {

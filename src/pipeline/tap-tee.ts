@@ -67,11 +67,14 @@ function previewOf(spec: Extract<TapSpec, { kind: 'preview' }>): Preview | null 
 export interface Tee {
   /** A subscription routed `json` (its delivered record) for an event of `type`. */
   routed(subscriptionId: string, type: string, json: string): void;
-  /** Every valid event, for preview taps; `envelope` serializes it with an object. */
+  /**
+   * Every valid event, for preview taps: `object` decodes its payload (only for an open preview
+   * of its account and kind), `envelope` serializes it with an object.
+   */
   event(
     accountId: string,
     type: string,
-    object: EventJson,
+    object: () => EventJson,
     envelope: (object: EventJson) => string,
   ): void;
   catches(): TapCatch[];
@@ -105,13 +108,16 @@ export function createTee(specs: readonly TapSpec[] | undefined): Tee | undefine
       }
     },
     event(accountId, type, object, envelope) {
+      let payload: EventJson | undefined;
       for (const spec of previewSpecs) {
         if (spec.accountId !== accountId || spec.type !== type) continue;
         const preview = previewOf(spec);
         if (preview === null) continue;
         const { filter, project } = preview;
-        if (filter !== undefined && !filter.matches(object)) continue;
-        take(spec.id, () => envelope(project === undefined ? object : project(object)));
+        if (payload === undefined) payload = object();
+        const selected = payload;
+        if (filter !== undefined && !filter.matches(selected)) continue;
+        take(spec.id, () => envelope(project === undefined ? selected : project(selected)));
       }
     },
     catches: () => [...caught.values()],

@@ -1,6 +1,6 @@
 import { DESTINATION_TEST_EVENT_TYPE } from '../catalogue/event-types.ts';
 import { newId } from '../ids.ts';
-import type { EventRecord } from '../sinks/types.ts';
+import { type EventRecord, RecordBlock } from '../sinks/record-block.ts';
 import type { Destinations } from './destinations.ts';
 
 /**
@@ -62,7 +62,7 @@ export async function deliverTestEvent(
     };
   }
   try {
-    const receipt = await destination.deliver([record]);
+    const receipt = await destination.deliver(RecordBlock.of([record]));
     return {
       eventId: record.eventId,
       durable: true,

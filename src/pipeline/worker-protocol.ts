@@ -1,4 +1,4 @@
-import type { EventRecord } from '../sinks/types.ts';
+import type { BlockParts } from '../sinks/record-block.ts';
 import type { Tally } from './match-tally.ts';
 import type { RoutingConfig } from './routing.ts';
 import type { TapCatch, TapSpec } from './tap-tee.ts';
@@ -21,10 +21,13 @@ export interface RouteTask {
   taps?: readonly TapSpec[];
 }
 
-/** The records one destination must make durable for the request to be acknowledged. */
+/**
+ * The records one destination must make durable for the request to be acknowledged: a block's
+ * buffers, transferred from the worker (record-block.ts).
+ */
 export interface Delivery {
   destinationId: string;
-  records: EventRecord[];
+  parts: BlockParts;
 }
 
 /** What a worker answers. */
@@ -42,7 +45,7 @@ export type RouteResult =
       accepted: number;
       matched: number;
       deliveries: Delivery[];
-      /** Size of the records' JSON, characters (each record once, however many destinations share it). */
+      /** Bytes the deliveries' blocks hold (text and metadata): what the request keeps in memory. */
       bytes: number;
       /** Events per account and matches per subscription, for GET /pipeline/stats. */
       tally: Tally;

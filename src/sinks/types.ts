@@ -1,23 +1,11 @@
 import type { Logger } from '../logger.ts';
+import type { RecordBlock } from './record-block.ts';
 import type { JsonSchema, Settings } from './settings.ts';
 
-/** One event ready for delivery: the envelope already serialized once, shared by every sink. */
-export interface EventRecord {
-  eventId: string;
-  eventType: string;
-  accountId: string;
-  /** Keeps one host's events together (Kafka partition key). */
-  partitionKey: string;
-  /** The envelope as one JSON document, no trailing newline. */
-  json: string;
-}
+export type { EventRecord } from './record-block.ts';
 
-/** What a sink receives: records for one destination, in arrival order. */
-export interface Batch {
-  records: EventRecord[];
-  /** Sum of the records' JSON byte lengths. */
-  bytes: number;
-}
+/** What a sink receives: records for one destination, in arrival order, as one block. */
+export type Batch = RecordBlock;
 
 /** A delivery target. `write` resolves only when the batch is durable at the target. */
 export interface Sink {

@@ -16,7 +16,9 @@ import { parseClickHouseSinkConfig } from '../../src/sinks/clickhouse/index.ts';
 import { serverProfile } from '../../src/sinks/clickhouse/schema.ts';
 import { createClickHouseSink } from '../../src/sinks/clickhouse/sink.ts';
 import { tableForEventType } from '../../src/sinks/clickhouse/tables.ts';
-import type { Batch, EventRecord } from '../../src/sinks/types.ts';
+import { type EventRecord, RecordBlock } from '../../src/sinks/record-block.ts';
+import type { Batch } from '../../src/sinks/types.ts';
+import { recordsOf } from '../helpers/blocks.ts';
 import { type ClickHouseServer, startClickHouse } from '../helpers/clickhouse.ts';
 import { jsonEachRowRows } from '../helpers/clickhouse-json-rows.ts';
 import { generateEvents } from '../helpers/events.ts';
@@ -77,7 +79,7 @@ function workerRecords(count: number, seed: number, httpFields: string[] = []): 
   const bytes = toBinary(PublishRequestSchema, create(PublishRequestSchema, { events }));
   const result = routeRequest(routing, bytes, Date.UTC(2026, 10, 22));
   if (result.kind !== 'routed') throw new Error(JSON.stringify(result));
-  return result.deliveries.flatMap((d) => d.records);
+  return result.deliveries.flatMap(recordsOf);
 }
 
 const raw = (digits: string) =>
@@ -166,7 +168,7 @@ function edgeCases(): EventRecord[] {
 }
 
 function toBatch(records: EventRecord[]): Batch {
-  return { records, bytes: records.reduce((s, r) => s + Buffer.byteLength(r.json), 0) };
+  return RecordBlock.of(records);
 }
 
 async function rows(ch: ClickHouseServer, sql: string): Promise<Record<string, unknown>[]> {
@@ -292,7 +294,9 @@ describe('RowBinary inserts against the JSONEachRow path', () => {
       await ch.stop();
       const size = Math.ceil(records.length / 4);
       const receipts = await Promise.all(
-        [0, 1, 2, 3].map((i) => destination.deliver(records.slice(i * size, (i + 1) * size))),
+        [0, 1, 2, 3].map((i) =>
+          destination.deliver(RecordBlock.of(records.slice(i * size, (i + 1) * size))),
+        ),
       );
       expect(receipts.map((r) => r.written)).toEqual([false, false, false, false]);
       await ch.start();

@@ -11,7 +11,8 @@ import { encodeRowBinary } from '../../src/sinks/clickhouse/encode.ts';
 import { parseClickHouseSinkConfig } from '../../src/sinks/clickhouse/index.ts';
 import { columnType, createTableSql, serverProfile } from '../../src/sinks/clickhouse/schema.ts';
 import { clickHouseSinkError, createClickHouseSink } from '../../src/sinks/clickhouse/sink.ts';
-import type { Batch, EventRecord } from '../../src/sinks/types.ts';
+import { type EventRecord, RecordBlock } from '../../src/sinks/record-block.ts';
+import type { Batch } from '../../src/sinks/types.ts';
 import { type ClickHouseServer, startClickHouse } from '../helpers/clickhouse.ts';
 
 const logger = pino({ level: 'silent' });
@@ -99,7 +100,7 @@ function auditRecord(i: number): EventRecord {
 }
 
 function toBatch(records: EventRecord[]): Batch {
-  return { records, bytes: records.reduce((s, r) => s + Buffer.byteLength(r.json), 0) };
+  return RecordBlock.of(records);
 }
 
 async function rows(ch: ClickHouseServer, sql: string): Promise<Record<string, unknown>[]> {
@@ -283,7 +284,7 @@ describe('clickhouse sink against a real server', () => {
       retry: { baseMs: 10, maxMs: 100 },
       parkRetryMs: 60_000,
     });
-    await dest.deliver([httpRecord(1), httpRecord(2)]);
+    await dest.deliver(RecordBlock.of([httpRecord(1), httpRecord(2)]));
     await until(() => dest.health().status === 'parked');
     const h = dest.health();
     expect(h.last_error).toMatch(/Wrong password/);

@@ -9,8 +9,9 @@ import {
   parseFileSinkConfig,
 } from '../../src/sinks/file/index.ts';
 import { createFileSink, fileSinkError } from '../../src/sinks/file/sink.ts';
+import { type EventRecord, RecordBlock } from '../../src/sinks/record-block.ts';
 import { SinkConfigError } from '../../src/sinks/settings.ts';
-import type { Batch, EventRecord } from '../../src/sinks/types.ts';
+import type { Batch } from '../../src/sinks/types.ts';
 
 const logger = pino({ level: 'silent' });
 
@@ -28,7 +29,7 @@ function batch(from: number, n: number): Batch {
       }),
     });
   }
-  return { records, bytes: records.reduce((s, r) => s + Buffer.byteLength(r.json), 0) };
+  return RecordBlock.of(records);
 }
 
 const NAME_RE = /^events-\d{8}T\d{6}Z-\d{6}\.ndjson(\.open)?$/;

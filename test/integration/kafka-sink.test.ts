@@ -12,8 +12,9 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { encodeMessages } from '../../src/sinks/kafka/encode.ts';
 import { parseKafkaSinkConfig } from '../../src/sinks/kafka/index.ts';
 import { createKafkaSink, kafkaSinkError } from '../../src/sinks/kafka/sink.ts';
+import { type EventRecord, RecordBlock } from '../../src/sinks/record-block.ts';
 import { SinkConfigError } from '../../src/sinks/settings.ts';
-import type { Batch, EventRecord } from '../../src/sinks/types.ts';
+import type { Batch } from '../../src/sinks/types.ts';
 import { type KafkaMock, readTopic, startKafka } from '../helpers/kafka.ts';
 
 // kafkajs's per-connection request queue (no public export; its prototype is what every
@@ -34,7 +35,7 @@ function rec(i: number): EventRecord {
 }
 
 function toBatch(records: EventRecord[]): Batch {
-  return { records, bytes: records.reduce((s, r) => s + Buffer.byteLength(r.json), 0) };
+  return RecordBlock.of(records);
 }
 
 const PEM = '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n';
@@ -85,11 +86,12 @@ describe('kafka sink config and encoding', () => {
 
   it('keys messages by partition key and carries event type and id in headers', () => {
     const [m] = encodeMessages(toBatch([rec(5)]));
-    expect(m).toEqual({
+    expect({ ...m, value: (m.value as Buffer).toString() }).toEqual({
       key: 'host-1.example.com',
       value: rec(5).json,
       headers: { event_type: 'http_request_complete.v0', event_id: 'ev_5' },
     });
+    expect(Buffer.isBuffer(m.value)).toBe(true);
   });
 
   it('classifies kafkajs errors', () => {

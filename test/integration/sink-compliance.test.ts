@@ -9,8 +9,9 @@ import { instrumentSink, instrumentSpool } from '../../src/pipeline/instrument.t
 import { openSpool } from '../../src/pipeline/spool.ts';
 import { testEventRecord } from '../../src/pipeline/test-delivery.ts';
 import { SINKS } from '../../src/sinks/index.ts';
+import { type EventRecord, RecordBlock } from '../../src/sinks/record-block.ts';
 import type { Settings } from '../../src/sinks/settings.ts';
-import { type EventRecord, type Sink, SinkError } from '../../src/sinks/types.ts';
+import { type Sink, SinkError } from '../../src/sinks/types.ts';
 import { type ClickHouseServer, startClickHouse } from '../helpers/clickhouse.ts';
 import { type KafkaMock, readTopic, startKafka } from '../helpers/kafka.ts';
 
@@ -128,7 +129,7 @@ function records(n: number): EventRecord[] {
 }
 
 function batchOf(list: EventRecord[]) {
-  return { records: list, bytes: list.reduce((sum, r) => sum + Buffer.byteLength(r.json), 0) };
+  return RecordBlock.of(list);
 }
 
 async function until(check: () => boolean, timeoutMs = 60_000): Promise<void> {
@@ -242,7 +243,7 @@ describe.each(TARGETS)('the $kind sink keeps the sink contract', (target) => {
     const send = async () => {
       const list = records(10);
       sent.push(...list);
-      return destination.deliver(list);
+      return destination.deliver(RecordBlock.of(list));
     };
     try {
       expect(await send()).toEqual({ written: true, reason: null });

@@ -1,13 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { BatcherFullError, createBatcher } from '../../src/pipeline/batcher.ts';
-import type { Batch, EventRecord } from '../../src/sinks/types.ts';
+import { type EventRecord, RecordBlock } from '../../src/sinks/record-block.ts';
+import type { Batch } from '../../src/sinks/types.ts';
 
 function rec(i: number, json = `{"n":${i}}`): EventRecord {
   return { eventId: `ev_${i}`, eventType: 't.v0', accountId: 'ac_1', partitionKey: 'h', json };
 }
 
 function ids(batch: Batch): string[] {
-  return batch.records.map((r) => r.eventId);
+  return batch.records().map((r) => r.eventId);
 }
 
 describe('batcher', () => {
@@ -21,7 +22,7 @@ describe('batcher', () => {
         flushed.push(batch);
       },
     });
-    await b.add([rec(1), rec(2), rec(3), rec(4), rec(5), rec(6)]);
+    await b.add(RecordBlock.of([rec(1), rec(2), rec(3), rec(4), rec(5), rec(6)]));
     expect(flushed.map(ids)).toEqual([
       ['ev_1', 'ev_2', 'ev_3'],
       ['ev_4', 'ev_5', 'ev_6'],
@@ -39,8 +40,9 @@ describe('batcher', () => {
         flushed.push(batch);
       },
     });
-    const tenBytes = (i: number) => rec(i, '{"a":"12"}');
-    const done = b.add([tenBytes(1), tenBytes(2), tenBytes(3)]);
+    // 10 bytes of NDJSON: 9 of JSON and the newline.
+    const tenBytes = (i: number) => rec(i, '{"a":"1"}');
+    const done = b.add(RecordBlock.of([tenBytes(1), tenBytes(2), tenBytes(3)]));
     await b.close();
     await done;
     expect(flushed.map(ids)).toEqual([['ev_1', 'ev_2'], ['ev_3']]);
@@ -58,7 +60,7 @@ describe('batcher', () => {
       },
     });
     const started = Date.now();
-    await Promise.all([b.add([rec(1)]), b.add([rec(2)])]);
+    await Promise.all([b.add(RecordBlock.of([rec(1)])), b.add(RecordBlock.of([rec(2)]))]);
     expect(Date.now() - started).toBeGreaterThanOrEqual(25);
     expect(flushed.map(ids)).toEqual([['ev_1', 'ev_2']]);
     await b.close();
@@ -81,7 +83,7 @@ describe('batcher', () => {
       },
     });
     const adds = [];
-    for (let i = 0; i < 10; i++) adds.push(b.add([rec(i)]));
+    for (let i = 0; i < 10; i++) adds.push(b.add(RecordBlock.of([rec(i)])));
     await Promise.all(adds);
     expect(maxInFlight).toBe(1);
     expect(order).toEqual(Array.from({ length: 10 }, (_, i) => `ev_${i}`));
@@ -100,12 +102,12 @@ describe('batcher', () => {
         if (flushed.length === 1) await new Promise<void>((r) => (release = r));
       },
     });
-    const first = b.add([rec(0)]);
+    const first = b.add(RecordBlock.of([rec(0)]));
     while (flushed.length === 0) await new Promise((r) => setTimeout(r, 1));
     // Four adds, each past the linger of the one before, while the first flush is held.
     const later = [];
     for (let i = 1; i <= 4; i++) {
-      later.push(b.add([rec(i)]));
+      later.push(b.add(RecordBlock.of([rec(i)])));
       await new Promise((r) => setTimeout(r, 10));
     }
     expect(flushed).toEqual([['ev_0']]);
@@ -121,10 +123,14 @@ describe('batcher', () => {
       maxBytes: 1 << 20,
       lingerMs: 5,
       flush: async (batch) => {
-        if (batch.records[0].eventId === 'ev_2') throw new Error('boom');
+        if (batch.eventId(0) === 'ev_2') throw new Error('boom');
       },
     });
-    const results = await Promise.allSettled([b.add([rec(1)]), b.add([rec(2)]), b.add([rec(3)])]);
+    const results = await Promise.allSettled([
+      b.add(RecordBlock.of([rec(1)])),
+      b.add(RecordBlock.of([rec(2)])),
+      b.add(RecordBlock.of([rec(3)])),
+    ]);
     expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
     await b.close();
   });
@@ -138,7 +144,7 @@ describe('batcher', () => {
       flush: () => new Promise<void>((r) => gates.push(r)),
     });
     let settled = false;
-    const done = b.add([rec(1), rec(2)]).then(() => {
+    const done = b.add(RecordBlock.of([rec(1), rec(2)])).then(() => {
       settled = true;
     });
     await new Promise((r) => setTimeout(r, 10));
@@ -163,15 +169,17 @@ describe('batcher', () => {
           release = r;
         }),
     });
-    const first = b.add([rec(1, '{"x":"0123456"}')]); // 15 bytes
+    const first = b.add(RecordBlock.of([rec(1, '{"x":"012345"}')])); // 15 bytes with its newline
     expect(b.pendingBytes).toBe(15);
-    await expect(b.add([rec(2, '{"x":"0123456"}')])).rejects.toBeInstanceOf(BatcherFullError);
+    await expect(b.add(RecordBlock.of([rec(2, '{"x":"012345"}')]))).rejects.toBeInstanceOf(
+      BatcherFullError,
+    );
     expect(b.pendingBytes).toBe(15);
     await new Promise((r) => setTimeout(r, 5));
     release();
     await first;
     expect(b.pendingBytes).toBe(0);
-    const second = b.add([rec(3)]);
+    const second = b.add(RecordBlock.of([rec(3)]));
     await new Promise((r) => setTimeout(r, 10));
     release();
     await second;
@@ -197,14 +205,15 @@ describe('batcher', () => {
           };
         }),
     });
-    const tenBytes = (i: number) => rec(i, '{"a":"12"}');
+    // 10 bytes of NDJSON: 9 of JSON and the newline.
+    const tenBytes = (i: number) => rec(i, '{"a":"1"}');
     let settled = false;
-    const big = b.add([1, 2, 3, 4, 5].map(tenBytes)).then(() => {
+    const big = b.add(RecordBlock.of([1, 2, 3, 4, 5].map(tenBytes))).then(() => {
       settled = true;
     });
     expect(b.pendingBytes).toBe(20);
     // While the oversized call is being taken, another caller is refused, not queued past the bound.
-    await expect(b.add([tenBytes(6)])).rejects.toBeInstanceOf(BatcherFullError);
+    await expect(b.add(RecordBlock.of([tenBytes(6)]))).rejects.toBeInstanceOf(BatcherFullError);
     while (!settled) {
       await new Promise((r) => setTimeout(r, 10));
       expect(b.pendingBytes).toBeLessThanOrEqual(20);
@@ -227,10 +236,12 @@ describe('batcher', () => {
         flushed.push(batch);
       },
     });
-    const pending = b.add([rec(1), rec(2)]);
+    const pending = b.add(RecordBlock.of([rec(1), rec(2)]));
     await b.close();
     await pending;
     expect(flushed.map(ids)).toEqual([['ev_1', 'ev_2']]);
-    await expect(b.add([rec(3)])).rejects.toMatchObject({ code: 'ERR_UNAVAILABLE' });
+    await expect(b.add(RecordBlock.of([rec(3)]))).rejects.toMatchObject({
+      code: 'ERR_UNAVAILABLE',
+    });
   });
 });

@@ -18,8 +18,10 @@ import {
   serverProfile,
 } from '../../src/sinks/clickhouse/schema.ts';
 import { tableForEventType } from '../../src/sinks/clickhouse/tables.ts';
-import type { Batch, EventRecord } from '../../src/sinks/types.ts';
+import { type EventRecord, RecordBlock } from '../../src/sinks/record-block.ts';
+import type { Batch } from '../../src/sinks/types.ts';
 import { SinkError } from '../../src/sinks/types.ts';
+import { recordsOf } from '../helpers/blocks.ts';
 import { generateEvents } from '../helpers/events.ts';
 
 // ---------------------------------------------------------------------------------------------
@@ -131,7 +133,7 @@ function refEncodeRows(
   profile: ServerProfile,
 ): Map<string, { target: TableTarget; rows: Record<string, unknown>[] }> {
   const out = new Map<string, { target: TableTarget; rows: Record<string, unknown>[] }>();
-  for (const record of batch.records) {
+  for (const record of batch.records()) {
     const target = tableFor(record.eventType);
     if (!target) {
       throw new SinkError(`clickhouse: no table for event type ${record.eventType}`, false);
@@ -162,7 +164,7 @@ const HTTP = 'http_request_complete.v0';
 const TCP = 'tcp_connection_closed.v0';
 
 function batchOf(records: EventRecord[]): Batch {
-  return { records, bytes: records.reduce((n, r) => n + Buffer.byteLength(r.json), 0) };
+  return RecordBlock.of(records);
 }
 
 function record(eventType: string, json: string): EventRecord {
@@ -235,7 +237,7 @@ function workerRecords(count: number, seed: number, fields: { http?: string[]; t
   const bytes = toBinary(PublishRequestSchema, create(PublishRequestSchema, { events }));
   const result = routeRequest(routing, bytes, Date.UTC(2026, 10, 22));
   if (result.kind !== 'routed') throw new Error(JSON.stringify(result));
-  return result.deliveries.flatMap((d) => d.records);
+  return result.deliveries.flatMap(recordsOf);
 }
 
 const PROJECTIONS: { http?: string[]; tcp?: string[] }[] = [

@@ -6,7 +6,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { AppError } from '../../src/errors.ts';
 import { createDestination } from '../../src/pipeline/destination.ts';
 import { openSpool, SpoolFullError } from '../../src/pipeline/spool.ts';
-import type { Batch, EventRecord } from '../../src/sinks/types.ts';
+import { type EventRecord, RecordBlock } from '../../src/sinks/record-block.ts';
+import type { Batch } from '../../src/sinks/types.ts';
 import { type Sink, SinkError } from '../../src/sinks/types.ts';
 
 type Mode = 'ok' | 'retriable' | 'permanent';
@@ -20,7 +21,7 @@ function commandSink() {
       await new Promise((r) => setTimeout(r, 1));
       if (state.mode === 'retriable') throw new SinkError('connection refused', true);
       if (state.mode === 'permanent') throw new SinkError('authentication failed', false);
-      state.written.push(...batch.records.map((r) => r.eventId));
+      state.written.push(...batch.records().map((r) => r.eventId));
     },
     async close() {
       state.closed = true;
@@ -83,7 +84,7 @@ describe('destination', () => {
   it('writes directly while the sink is healthy', async () => {
     const { sink, state } = commandSink();
     const { dest } = await make(sink);
-    expect(await dest.deliver([rec(0), rec(1), rec(2), rec(3)])).toEqual({
+    expect(await dest.deliver(RecordBlock.of([rec(0), rec(1), rec(2), rec(3)]))).toEqual({
       written: true,
       reason: null,
     });
@@ -98,12 +99,12 @@ describe('destination', () => {
   it('spools on a retriable error, acknowledges, replays in order and returns to ok', async () => {
     const { sink, state } = commandSink();
     const { dest, spool } = await make(sink);
-    await dest.deliver([rec(0), rec(1)]);
+    await dest.deliver(RecordBlock.of([rec(0), rec(1)]));
     state.mode = 'retriable';
     // Every one of these resolves although the sink is down: durable in the spool; the receipt
     // says the target did not take them, and why.
     for (let i = 2; i < 20; i += 2) {
-      expect(await dest.deliver([rec(i), rec(i + 1)])).toEqual({
+      expect(await dest.deliver(RecordBlock.of([rec(i), rec(i + 1)]))).toEqual({
         written: false,
         reason: 'connection refused',
       });
@@ -114,10 +115,10 @@ describe('destination', () => {
     expect(h.backlog.events).toBe(18);
     expect(h.backlog.bytes).toBe(spool.bytes);
     state.mode = 'ok';
-    const more = dest.deliver([rec(20), rec(21)]);
+    const more = dest.deliver(RecordBlock.of([rec(20), rec(21)]));
     await until(() => dest.health().status === 'ok');
     await more;
-    await dest.deliver([rec(22)]);
+    await dest.deliver(RecordBlock.of([rec(22)]));
     expect(state.written).toEqual(range(0, 23));
     expect(dest.health().backlog).toEqual({ events: 0, bytes: 0 });
     await dest.close();
@@ -131,7 +132,7 @@ describe('destination', () => {
       if (i === 50) state.mode = 'retriable';
       if (i === 120) state.mode = 'ok';
       if (i === 150) state.mode = 'retriable';
-      calls.push(dest.deliver([rec(i)]));
+      calls.push(dest.deliver(RecordBlock.of([rec(i)])));
       if (i % 10 === 0) await new Promise((r) => setTimeout(r, 3));
     }
     await Promise.all(calls);
@@ -145,8 +146,8 @@ describe('destination', () => {
     const { sink, state } = commandSink();
     const { dest } = await make(sink, { parkRetryMs: 300 });
     state.mode = 'permanent';
-    await dest.deliver([rec(0)]);
-    await dest.deliver([rec(1)]);
+    await dest.deliver(RecordBlock.of([rec(0)]));
+    await dest.deliver(RecordBlock.of([rec(1)]));
     await new Promise((r) => setTimeout(r, 200));
     expect(dest.health().status).toBe('parked');
     expect(dest.health().last_error).toBe('authentication failed');
@@ -167,7 +168,7 @@ describe('destination', () => {
     const results = [];
     for (let i = 0; i < 10; i++) {
       results.push(
-        await dest.deliver([rec(i)]).then(
+        await dest.deliver(RecordBlock.of([rec(i)])).then(
           () => 'ok',
           (e) => e,
         ),
@@ -190,12 +191,12 @@ describe('destination', () => {
   it('close flushes the open batch to the sink, closes it and refuses new records', async () => {
     const { sink, state } = commandSink();
     const { dest } = await make(sink, { lingerMs: 60_000 });
-    const pending = dest.deliver([rec(0)]);
+    const pending = dest.deliver(RecordBlock.of([rec(0)]));
     await dest.close();
     await pending;
     expect(state.written).toEqual(['ev_0']);
     expect(state.closed).toBe(true);
-    const refused = await dest.deliver([rec(1)]).catch((e) => e);
+    const refused = await dest.deliver(RecordBlock.of([rec(1)])).catch((e) => e);
     expect(refused).toMatchObject({ code: 'ERR_UNAVAILABLE', message: /ed_test is closed/ });
   });
 
@@ -203,8 +204,8 @@ describe('destination', () => {
     const first = commandSink();
     first.state.mode = 'retriable';
     const a = await make(first.sink, { lingerMs: 60_000 });
-    await a.dest.deliver([rec(0), rec(1), rec(2)]);
-    const last = a.dest.deliver([rec(3)]);
+    await a.dest.deliver(RecordBlock.of([rec(0), rec(1), rec(2)]));
+    const last = a.dest.deliver(RecordBlock.of([rec(3)]));
     await a.dest.close(); // the open batch goes to the spool: the sink is down
     await last;
     expect(a.spool.events).toBe(4);
@@ -212,7 +213,7 @@ describe('destination', () => {
     const second = commandSink();
     const b = await make(second.sink);
     expect(b.dest.health().status).toBe('retrying');
-    await b.dest.deliver([rec(4)]);
+    await b.dest.deliver(RecordBlock.of([rec(4)]));
     await until(() => b.dest.health().status === 'ok');
     expect(second.state.written).toEqual(range(0, 5));
     await b.dest.close();

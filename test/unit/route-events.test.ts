@@ -7,6 +7,7 @@ import {
 import { routeRequest } from '../../src/pipeline/route-events.ts';
 import { compileRouting, type RoutingConfig } from '../../src/pipeline/routing.ts';
 import { type TapSpec, TEE_PER_REQUEST } from '../../src/pipeline/tap-tee.ts';
+import { recordsOf } from '../helpers/blocks.ts';
 import { generateEvents } from '../helpers/events.ts';
 
 const HTTP = 'http_request_complete.v0';
@@ -51,11 +52,11 @@ describe('routeRequest', () => {
     const result = routeRequest(routing, bytes, Date.now());
     if (result.kind !== 'routed') throw new Error(result.kind);
     const byDestination = Object.fromEntries(
-      result.deliveries.map((d) => [d.destinationId, d.records]),
+      result.deliveries.map((d) => [d.destinationId, recordsOf(d)]),
     );
     expect(byDestination.d1).toHaveLength(20);
     expect(byDestination.d2).toHaveLength(10);
-    expect(byDestination.d2[0]).toBe(byDestination.d1[0]);
+    expect(byDestination.d2[0]).toEqual(byDestination.d1[0]);
     expect(JSON.parse(byDestination.d1[1].json).object).toEqual({
       conn: { client_ip: expect.any(String) },
     });
@@ -94,7 +95,7 @@ describe('routeRequest', () => {
     );
   });
 
-  it('refuses a request over maxEvents before decoding past it, and counts the records’ JSON', () => {
+  it('refuses a request over maxEvents before decoding past it, and counts the bytes it holds', () => {
     const routing = compileRouting(
       config([
         {
@@ -112,9 +113,10 @@ describe('routeRequest', () => {
     });
     const result = routeRequest(routing, bytes, Date.now(), 5);
     if (result.kind !== 'routed') throw new Error(`not routed: ${result.kind}`);
-    // Two destinations share each record: its JSON counts once.
-    const json = result.deliveries[0].records.reduce((n, r) => n + r.json.length, 0);
-    expect(result.bytes).toBe(json);
+    // Each destination has its own copy of the records: both count.
+    const [d1, d2] = result.deliveries.map((d) => d.parts);
+    expect(Buffer.from(d2.text).equals(Buffer.from(d1.text))).toBe(true);
+    expect(result.bytes).toBe(2 * (d1.text.length + d1.meta.length));
   });
 });
 
@@ -151,7 +153,7 @@ describe('routeRequest with taps (tap-tee.ts)', () => {
     const result = routeRequest(routing, bytes, Date.now(), Number.POSITIVE_INFINITY, taps);
     if (result.kind !== 'routed') throw new Error(result.kind);
     const byId = Object.fromEntries((result.tapped ?? []).map((c) => [c.id, c]));
-    const delivered = result.deliveries[0].records;
+    const delivered = recordsOf(result.deliveries[0]);
     expect(byId.tap_s.matched).toBe(delivered.length);
     expect(byId.tap_s.records).toEqual(
       delivered.slice(0, TEE_PER_REQUEST).map((record) => record.json),
@@ -194,7 +196,8 @@ describe('routeRequest with taps (tap-tee.ts)', () => {
     for (let round = 0; round < 2; round++) {
       const result = routeRequest(tallied, bytes, Date.now());
       if (result.kind !== 'routed') throw new Error(result.kind);
-      const half = result.deliveries.find((d) => d.destinationId === 'd2')?.records.length ?? 0;
+      const d2 = result.deliveries.find((d) => d.destinationId === 'd2');
+      const half = d2 === undefined ? 0 : recordsOf(d2).length;
       expect(half).toBeGreaterThan(0);
       expect(half).toBeLessThan(ofA.length);
       const accounts = Object.fromEntries(result.tally.accounts.map(([id, ...n]) => [id, n]));

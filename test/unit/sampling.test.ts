@@ -4,6 +4,7 @@ import { PublishRequestSchema } from '../../src/gen/agent_ingress/ingest/v0/inge
 import { routeRequest } from '../../src/pipeline/route-events.ts';
 import { compileRouting, type RoutingConfig } from '../../src/pipeline/routing.ts';
 import { eventIdHash, sampleBound, sampled } from '../../src/pipeline/sampling.ts';
+import { recordsOf } from '../helpers/blocks.ts';
 import { generateEvents } from '../helpers/events.ts';
 
 // A source's sample_rate keeps r of the events passing its filter, chosen by event id: the same
@@ -43,7 +44,7 @@ function deliveredIds(routing: ReturnType<typeof compileRouting>, batches: Uint8
     const result = routeRequest(routing, bytes, Date.UTC(2026, 10, 23), BATCH);
     if (result.kind !== 'routed') throw new Error(result.kind);
     for (const d of result.deliveries)
-      ids.get(d.destinationId)!.push(...d.records.map((r) => r.eventId));
+      ids.get(d.destinationId)!.push(...recordsOf(d).map((r) => r.eventId));
   }
   return ids;
 }
@@ -95,7 +96,8 @@ describe('sampling', () => {
     const bytes = toBinary(PublishRequestSchema, create(PublishRequestSchema, { events }));
     const result = routeRequest(routing, bytes, Date.now(), BATCH);
     if (result.kind !== 'routed') throw new Error(result.kind);
-    const records = result.deliveries[0]?.records ?? [];
+    const delivery = result.deliveries[0];
+    const records = delivery === undefined ? [] : recordsOf(delivery);
     for (const r of records) expect(JSON.parse(r.json).object.conn.server_port).toBe(443);
     const matching = events.filter(
       (e) => e.payload.case === 'httpRequestComplete' && e.payload.value.conn?.serverPort === 443,

@@ -8,7 +8,8 @@ import {
   openSpool,
   SpoolFullError,
 } from '../../src/pipeline/spool.ts';
-import type { Batch, EventRecord } from '../../src/sinks/types.ts';
+import { type EventRecord, RecordBlock } from '../../src/sinks/record-block.ts';
+import type { Batch } from '../../src/sinks/types.ts';
 
 function batch(from: number, n: number): Batch {
   const records: EventRecord[] = [];
@@ -21,7 +22,7 @@ function batch(from: number, n: number): Batch {
       json: JSON.stringify({ event_id: `ev_${i}`, object: { note: 'tab\there, "quoted", é' } }),
     });
   }
-  return { records, bytes: records.reduce((s, r) => s + Buffer.byteLength(r.json), 0) };
+  return RecordBlock.of(records);
 }
 
 describe('spool', () => {
@@ -35,14 +36,14 @@ describe('spool', () => {
 
   it('round-trips every record field through its encoding', () => {
     const b = batch(1, 5);
-    expect(decodeSpoolBatch(encodeSpoolBatch(b).toString('utf8'))).toEqual(b);
+    expect(decodeSpoolBatch(encodeSpoolBatch(b)).records()).toEqual(b.records());
   });
 
   it('keeps the exact digits of large integers in JSON it has to re-serialize', () => {
     const json =
       '{"event_id":"ev_1",\n"object":{"bytes_in":9007199254740993,"n":-9223372036854775808}}';
-    const b = { records: [{ ...batch(1, 1).records[0], json }], bytes: json.length };
-    const [record] = decodeSpoolBatch(encodeSpoolBatch(b).toString('utf8')).records;
+    const b = RecordBlock.of([{ ...batch(1, 1).record(0), json }]);
+    const [record] = decodeSpoolBatch(encodeSpoolBatch(b)).records();
     expect(record.json).toBe(
       '{"event_id":"ev_1","object":{"bytes_in":9007199254740993,"n":-9223372036854775808}}',
     );

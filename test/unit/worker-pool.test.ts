@@ -5,6 +5,7 @@ import {
   PublishResponseSchema,
 } from '../../src/gen/agent_ingress/ingest/v0/ingest_pb.ts';
 import { createRoutePool } from '../../src/pipeline/worker-pool.ts';
+import { recordsOf } from '../helpers/blocks.ts';
 import { generateEvents } from '../helpers/events.ts';
 
 describe('route-events worker pool', () => {
@@ -34,7 +35,9 @@ describe('route-events worker pool', () => {
     });
     const after = await pool.route(bytes, Date.now());
     if (after.kind !== 'routed') throw new Error(after.kind);
-    expect(after.deliveries.map((d) => [d.destinationId, d.records.length])).toEqual([['ed_1', 4]]);
+    expect(after.deliveries.map((d) => [d.destinationId, recordsOf(d).length])).toEqual([
+      ['ed_1', 4],
+    ]);
     expect(fromBinary(PublishResponseSchema, after.response).accepted).toBe(4);
   });
 

@@ -28,10 +28,11 @@ export function byTable(batch: Batch, tableFor: TableFor): Map<string, TableReco
   const out = new Map<string, TableRecords>();
   let last: TableTarget | undefined;
   let group: TableRecords | undefined;
-  for (const record of batch.records) {
-    const target = tableFor(record.eventType);
+  for (let i = 0; i < batch.count; i++) {
+    const eventType = batch.eventType(i);
+    const target = tableFor(eventType);
     if (!target) {
-      throw new SinkError(`clickhouse: no table for event type ${record.eventType}`, false);
+      throw new SinkError(`clickhouse: no table for event type ${eventType}`, false);
     }
     if (target !== last || group === undefined) {
       group = out.get(target.table);
@@ -41,7 +42,7 @@ export function byTable(batch: Batch, tableFor: TableFor): Map<string, TableReco
       }
       last = target;
     }
-    group.jsons.push(record.json);
+    group.jsons.push(batch.json(i));
   }
   return out;
 }

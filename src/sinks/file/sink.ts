@@ -5,7 +5,6 @@ import type { Logger } from '../../logger.ts';
 import { pathExists } from '../../path-exists.ts';
 import { withSinkContract } from '../contract.ts';
 import { type Sink, SinkError } from '../types.ts';
-import { encodeNdjson } from './encode.ts';
 import type { FileSinkConfig } from './index.ts';
 
 // On-disk layout: the file being written is `events-<UTC yyyymmddThhmmssZ>-<seq>.ndjson.open`;
@@ -177,7 +176,7 @@ export function createFileSink(deps: FileSinkDeps): Sink {
   return withSinkContract('file', {
     write(batch) {
       return serial(async () => {
-        const data = encodeNdjson(batch);
+        const data = batch.text;
         try {
           if (!ready) await recover();
           if (active && active.size > 0 && active.size + data.length > maxFileBytes) await finish();

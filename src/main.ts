@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { enableCompileCache } from 'node:module';
 import { join } from 'node:path';
 import { ConfigError, loadConfig } from './config.ts';
+import { setHeapGrowth } from './heap-growth.ts';
 import { StoreInUseError } from './store/store-lock.ts';
 
 // Everything the service creates (store files, spools, event files, the secrets key) is for its
@@ -26,6 +27,7 @@ if (existsSync(config.dataDir)) {
   const compileCache = enableCompileCache(join(config.dataDir, 'compile-cache')).directory;
   if (compileCache !== undefined) process.env.NODE_COMPILE_CACHE ??= compileCache;
 }
+setHeapGrowth();
 const { createLogger } = await import('./logger.ts');
 const { startService } = await import('./service.ts');
 

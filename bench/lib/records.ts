@@ -2,7 +2,7 @@ import { create, toBinary } from '@bufbuild/protobuf';
 import { PublishRequestSchema } from '../../src/gen/agent_ingress/ingest/v0/ingest_pb.ts';
 import { routeRequest } from '../../src/pipeline/route-events.ts';
 import { compileRouting } from '../../src/pipeline/routing.ts';
-import { RecordBlock } from '../../src/sinks/record-block.ts';
+import { batchOf, RecordBlock } from '../../src/sinks/record-block.ts';
 import type { Batch } from '../../src/sinks/types.ts';
 import { generateEvents } from '../../test/helpers/events.ts';
 
@@ -38,6 +38,22 @@ export function recordBatches(size: number, batches: number): Batch[] {
     if (result.kind !== 'routed') throw new Error(`routeRequest: ${JSON.stringify(result)}`);
     for (const delivery of result.deliveries) blocks.push(new RecordBlock(delivery.parts));
   }
-  const all = RecordBlock.concat(blocks);
-  return Array.from({ length: batches }, (_, i) => all.slice(i * size, (i + 1) * size));
+  // Batches as the batcher makes them: pieces of the workers' blocks, not copies.
+  const out: Batch[] = [];
+  let pieces: RecordBlock[] = [];
+  let n = 0;
+  for (const block of blocks) {
+    for (let from = 0; from < block.count && out.length < batches; ) {
+      const take = Math.min(size - n, block.count - from);
+      pieces.push(block.slice(from, from + take));
+      from += take;
+      n += take;
+      if (n === size) {
+        out.push(batchOf(pieces));
+        pieces = [];
+        n = 0;
+      }
+    }
+  }
+  return out;
 }

@@ -1,5 +1,5 @@
 import { AppError } from '../errors.ts';
-import { RecordBlock } from '../sinks/record-block.ts';
+import { batchOf, type RecordBlock } from '../sinks/record-block.ts';
 import type { Batch } from '../sinks/types.ts';
 
 /** Size and timing limits of one destination's batches. */
@@ -120,7 +120,7 @@ export function createBatcher<R>(deps: BatcherDeps<R>): Batcher<R> {
   async function drain(): Promise<void> {
     for (let batch = queue.shift(); batch; batch = queue.shift()) {
       try {
-        batch.resolve(await flush(RecordBlock.concat(batch.pieces)));
+        batch.resolve(await flush(batchOf(batch.pieces)));
       } catch (err) {
         batch.reject(err);
       } finally {

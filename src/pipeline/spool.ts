@@ -1,7 +1,7 @@
 import { mkdir, open, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fsyncDir } from '../fsync-dir.ts';
-import { BlockWriter } from '../sinks/record-block.ts';
+import { BlockWriter, type RecordBlock } from '../sinks/record-block.ts';
 import type { Batch } from '../sinks/types.ts';
 
 /** Where a destination keeps the batches its sink could not take yet, and how much of the disk it may use. */
@@ -60,25 +60,28 @@ function fileName(seq: number, events: number): string {
  * JSON.stringify, so the first tab always separates the two parts).
  */
 export function encodeSpoolBatch(batch: Batch): Buffer {
-  const heads: Buffer[] = new Array(batch.count);
-  let size = batch.text.length;
-  for (let i = 0; i < batch.count; i++) {
-    heads[i] = Buffer.from(
-      `${JSON.stringify([batch.eventId(i), batch.eventType(i), batch.accountId(i), batch.partitionKey(i)])}\t`,
-    );
-    size += heads[i].length;
-  }
+  const heads: Buffer[][] = batch.blocks.map((block) =>
+    Array.from({ length: block.count }, (_, i) =>
+      Buffer.from(
+        `${JSON.stringify([block.eventId(i), block.eventType(i), block.accountId(i), block.partitionKey(i)])}\t`,
+      ),
+    ),
+  );
+  let size = batch.bytes;
+  for (const blockHeads of heads) for (const head of blockHeads) size += head.length;
   const out = Buffer.allocUnsafe(size);
   let pos = 0;
-  for (let i = 0; i < batch.count; i++) {
-    pos += heads[i].copy(out, pos);
-    pos += batch.text.copy(out, pos, batch.start(i), batch.ends[i]);
-  }
+  batch.blocks.forEach((block, b) => {
+    for (let i = 0; i < block.count; i++) {
+      pos += heads[b][i].copy(out, pos);
+      pos += block.text.copy(out, pos, block.start(i), block.ends[i]);
+    }
+  });
   return out;
 }
 
 /** Inverse of encodeSpoolBatch. */
-export function decodeSpoolBatch(data: Buffer): Batch {
+export function decodeSpoolBatch(data: Buffer): RecordBlock {
   const writer = new BlockWriter(data.length);
   let pos = 0;
   while (pos < data.length) {

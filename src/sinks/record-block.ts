@@ -5,7 +5,8 @@ import { parseExact } from '../catalogue/int64-json.ts';
 // object per record: a block is the records' envelopes as NDJSON (what a file destination writes
 // verbatim) and, beside it, each record's metadata as UTF-8. A worker fills one block per
 // destination and hands its buffers to the ingest thread by transfer (no copy, no per-record
-// clone to collect); batches are blocks joined, spools and sinks read them.
+// clone to collect); a batch is the blocks as they came (never copied into one), which spools and
+// sinks read block by block.
 
 /** One event ready for delivery, as code that is not on the hot path builds and reads it. */
 export interface EventRecord {
@@ -30,6 +31,19 @@ export interface BlockParts {
   metaEnds: Uint32Array;
 }
 
+/**
+ * What a sink receives: one destination's records in arrival order, as the blocks they came in
+ * (a block alone is a batch of one block).
+ */
+export interface Batch {
+  readonly count: number;
+  /** Bytes of NDJSON text, newlines included. */
+  readonly bytes: number;
+  readonly blocks: readonly RecordBlock[];
+  /** Every record as an object (for code off the hot path, and tests). */
+  records(): EventRecord[];
+}
+
 /** How many metadata values a record has (event id, event type, account id, partition key). */
 const META = 4;
 const NEWLINE = 0x0a;
@@ -38,7 +52,7 @@ const asBuffer = (u: Uint8Array): Buffer =>
   Buffer.isBuffer(u) ? u : Buffer.from(u.buffer, u.byteOffset, u.byteLength);
 
 /** Records of one destination, in order: NDJSON text and per-record metadata. Immutable. */
-export class RecordBlock {
+export class RecordBlock implements Batch {
   /** The envelopes as NDJSON, each line newline-terminated. */
   readonly text: Buffer;
   readonly ends: Uint32Array;
@@ -63,6 +77,11 @@ export class RecordBlock {
   /** Bytes of NDJSON text (the envelopes and their newlines). */
   get bytes(): number {
     return this.text.length;
+  }
+
+  /** The block as a batch's blocks. */
+  get blocks(): readonly RecordBlock[] {
+    return [this];
   }
 
   /** Where record i's envelope starts in `text`. */
@@ -138,36 +157,6 @@ export class RecordBlock {
     });
   }
 
-  /** The blocks' records in order, as one block (one copy of their bytes). */
-  static concat(blocks: readonly RecordBlock[]): RecordBlock {
-    if (blocks.length === 1) return blocks[0];
-    let count = 0;
-    let textBytes = 0;
-    let metaBytes = 0;
-    for (const b of blocks) {
-      count += b.count;
-      textBytes += b.text.length;
-      metaBytes += b.meta.length;
-    }
-    const text = Buffer.allocUnsafeSlow(textBytes);
-    const meta = Buffer.allocUnsafeSlow(metaBytes);
-    const ends = new Uint32Array(count);
-    const metaEnds = new Uint32Array(count * META);
-    let t = 0;
-    let m = 0;
-    let r = 0;
-    for (const b of blocks) {
-      b.text.copy(text, t);
-      b.meta.copy(meta, m);
-      for (let i = 0; i < b.ends.length; i++) ends[r + i] = b.ends[i] + t;
-      for (let i = 0; i < b.metaEnds.length; i++) metaEnds[r * META + i] = b.metaEnds[i] + m;
-      t += b.text.length;
-      m += b.meta.length;
-      r += b.count;
-    }
-    return new RecordBlock({ text, ends, meta, metaEnds });
-  }
-
   /**
    * A block of records given as objects (audit events, test events, tests). A record's JSON with
    * a raw newline (pretty-printed) is rewritten on one line: a record is one line of NDJSON.
@@ -180,6 +169,18 @@ export class RecordBlock {
     }
     return writer.finish();
   }
+}
+
+/** Blocks as one batch, without copying them. */
+export function batchOf(blocks: readonly RecordBlock[]): Batch {
+  if (blocks.length === 1) return blocks[0];
+  let count = 0;
+  let bytes = 0;
+  for (const block of blocks) {
+    count += block.count;
+    bytes += block.bytes;
+  }
+  return { count, bytes, blocks, records: () => blocks.flatMap((block) => block.records()) };
 }
 
 function rebased(offsets: Uint32Array, base: number): Uint32Array {

@@ -1,11 +1,8 @@
 import type { Logger } from '../logger.ts';
-import type { RecordBlock } from './record-block.ts';
+import type { Batch } from './record-block.ts';
 import type { JsonSchema, Settings } from './settings.ts';
 
-export type { EventRecord } from './record-block.ts';
-
-/** What a sink receives: records for one destination, in arrival order, as one block. */
-export type Batch = RecordBlock;
+export type { Batch, EventRecord } from './record-block.ts';
 
 /** A delivery target. `write` resolves only when the batch is durable at the target. */
 export interface Sink {

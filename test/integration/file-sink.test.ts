@@ -9,13 +9,12 @@ import {
   parseFileSinkConfig,
 } from '../../src/sinks/file/index.ts';
 import { createFileSink, fileSinkError } from '../../src/sinks/file/sink.ts';
-import { type EventRecord, RecordBlock } from '../../src/sinks/record-block.ts';
+import { batchOf, type EventRecord, RecordBlock } from '../../src/sinks/record-block.ts';
 import { SinkConfigError } from '../../src/sinks/settings.ts';
-import type { Batch } from '../../src/sinks/types.ts';
 
 const logger = pino({ level: 'silent' });
 
-function batch(from: number, n: number): Batch {
+function batch(from: number, n: number): RecordBlock {
   const records: EventRecord[] = [];
   for (let i = from; i < from + n; i++) {
     records.push({
@@ -103,6 +102,18 @@ describe('file sink', () => {
     const closed = await readdir(config.dir);
     expect(closed.every((n) => !n.endsWith('.open'))).toBe(true);
     expect(await readEvents(config.dir)).toEqual(['ev_0', 'ev_1', 'ev_2', 'ev_3', 'ev_4']);
+  });
+
+  it('writes a batch of many blocks whole and in order, past the OS limit of one writev', async () => {
+    const config = parseFileSinkConfig({ path: 'out' }, { accountDir: base });
+    const sink = createFileSink({ config, logger });
+    // 1,500 blocks (IOV_MAX is 1,024 on Linux), some of them empty.
+    const blocks = Array.from({ length: 1500 }, (_, i) => batch(2 * i, i % 7 === 0 ? 0 : 2));
+    await sink.write(batchOf(blocks));
+    await sink.write(batchOf([batch(3000, 1), batch(3001, 2)]));
+    await sink.close();
+    const expected = blocks.flatMap((b) => b.records().map((r) => r.eventId));
+    expect(await readEvents(config.dir)).toEqual([...expected, 'ev_3000', 'ev_3001', 'ev_3002']);
   });
 
   it('rotates by size, never splitting a batch, and keeps order across files', async () => {

@@ -9,7 +9,7 @@ import { instrumentSink, instrumentSpool } from '../../src/pipeline/instrument.t
 import { openSpool } from '../../src/pipeline/spool.ts';
 import { testEventRecord } from '../../src/pipeline/test-delivery.ts';
 import { SINKS } from '../../src/sinks/index.ts';
-import { type EventRecord, RecordBlock } from '../../src/sinks/record-block.ts';
+import { batchOf, type EventRecord, RecordBlock } from '../../src/sinks/record-block.ts';
 import type { Settings } from '../../src/sinks/settings.ts';
 import { type Sink, SinkError } from '../../src/sinks/types.ts';
 import { type ClickHouseServer, startClickHouse } from '../helpers/clickhouse.ts';
@@ -128,8 +128,11 @@ function records(n: number): EventRecord[] {
   return Array.from({ length: n }, () => testEventRecord('ed_compliance', 'ac_compliance'));
 }
 
-function batchOf(list: EventRecord[]) {
-  return RecordBlock.of(list);
+/** The records as the batcher hands them on: several workers' blocks, here of two records each. */
+function asBatch(list: EventRecord[]) {
+  const blocks: RecordBlock[] = [];
+  for (let i = 0; i < list.length; i += 2) blocks.push(RecordBlock.of(list.slice(i, i + 2)));
+  return batchOf(blocks);
 }
 
 async function until(check: () => boolean, timeoutMs = 60_000): Promise<void> {
@@ -162,8 +165,8 @@ describe.each(TARGETS)('the $kind sink keeps the sink contract', (target) => {
   it('has stored a batch when write() resolves', async () => {
     const out = await make(target.settings('stored'));
     const sent = records(5);
-    await out.write(batchOf(sent.slice(0, 2)));
-    await out.write(batchOf(sent.slice(2)));
+    await out.write(asBatch(sent.slice(0, 2)));
+    await out.write(asBatch(sent.slice(2)));
     await out.close();
     const ids = await target.stored('stored', 5);
     expect(target.ordered ? ids : ids.sort()).toEqual(
@@ -174,15 +177,15 @@ describe.each(TARGETS)('the $kind sink keeps the sink contract', (target) => {
   it('refuses a write after close() with a permanent error and writes nothing', async () => {
     const out = await make(target.settings('closed'));
     const [first, late, marker] = [records(1), records(1), records(1)];
-    await out.write(batchOf(first));
+    await out.write(asBatch(first));
     await out.close();
     await out.close();
-    const refused = await out.write(batchOf(late)).catch((error) => error);
+    const refused = await out.write(asBatch(late)).catch((error) => error);
     expect(refused).toBeInstanceOf(SinkError);
     expect(refused).toMatchObject({ retriable: false, message: `${target.kind} sink is closed` });
     // Another sink writes a marker after it: what the closed sink wrote would come before.
     const after = await make(target.settings('closed'));
-    await after.write(batchOf(marker));
+    await after.write(asBatch(marker));
     await after.close();
     const ids = await target.stored('closed', 2);
     expect(target.ordered ? ids : ids.sort()).toEqual(
@@ -194,10 +197,10 @@ describe.each(TARGETS)('the $kind sink keeps the sink contract', (target) => {
 
   it('fails with a retriable error while its target is away, and writes again once it is back', async () => {
     const out = await make(target.settings('away'));
-    await out.write(batchOf(records(1)));
+    await out.write(asBatch(records(1)));
     await target.down('away');
     try {
-      const failed = await out.write(batchOf(records(1))).catch((error) => error);
+      const failed = await out.write(asBatch(records(1))).catch((error) => error);
       expect(failed).toBeInstanceOf(SinkError);
       expect(failed.retriable).toBe(true);
     } finally {
@@ -205,7 +208,7 @@ describe.each(TARGETS)('the $kind sink keeps the sink contract', (target) => {
     }
     let written = false;
     for (let attempt = 0; attempt < 40 && !written; attempt++) {
-      written = await out.write(batchOf(records(1))).then(
+      written = await out.write(asBatch(records(1))).then(
         () => true,
         async () => {
           await new Promise((resolve) => setTimeout(resolve, 250));
@@ -219,7 +222,7 @@ describe.each(TARGETS)('the $kind sink keeps the sink contract', (target) => {
 
   it('fails with a permanent error when no retry can help', async () => {
     const out = await make(await target.broken('broken'));
-    const failed = await out.write(batchOf(records(1))).catch((error) => error);
+    const failed = await out.write(asBatch(records(1))).catch((error) => error);
     await out.close();
     expect(failed).toBeInstanceOf(SinkError);
     expect(failed.retriable).toBe(false);

@@ -123,7 +123,7 @@ describe('batcher', () => {
       maxBytes: 1 << 20,
       lingerMs: 5,
       flush: async (batch) => {
-        if (batch.eventId(0) === 'ev_2') throw new Error('boom');
+        if (batch.records()[0].eventId === 'ev_2') throw new Error('boom');
       },
     });
     const results = await Promise.allSettled([

@@ -1,6 +1,11 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { BlockWriter, type EventRecord, RecordBlock } from '../../src/sinks/record-block.ts';
+import {
+  BlockWriter,
+  batchOf,
+  type EventRecord,
+  RecordBlock,
+} from '../../src/sinks/record-block.ts';
 
 const text = fc.string({ unit: 'binary', maxLength: 40 });
 const recordArb: fc.Arbitrary<EventRecord> = fc.record({
@@ -24,7 +29,7 @@ describe('RecordBlock', () => {
     );
   });
 
-  it('slices and joins without losing or reordering a record', () => {
+  it('slices, and batches the slices, without losing or reordering a record', () => {
     fc.assert(
       fc.property(fc.array(recordArb, { maxLength: 30 }), fc.nat(), fc.nat(), (records, a, b) => {
         const block = RecordBlock.of(records);
@@ -33,9 +38,11 @@ describe('RecordBlock', () => {
         const pieces = [block.slice(0, cut1), block.slice(cut1, cut2), block.slice(cut2)];
         expect(pieces.map((p) => p.count)).toEqual([cut1, cut2 - cut1, records.length - cut2]);
         expect(pieces[1].records()).toEqual(records.slice(cut1, cut2));
-        const joined = RecordBlock.concat(pieces);
+        const joined = batchOf(pieces);
+        expect(joined.count).toBe(records.length);
+        expect(joined.bytes).toBe(block.bytes);
         expect(joined.records()).toEqual(records);
-        expect(joined.text.equals(block.text)).toBe(true);
+        expect(Buffer.concat(joined.blocks.map((b) => b.text)).equals(block.text)).toBe(true);
       }),
     );
   });

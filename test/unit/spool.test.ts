@@ -42,7 +42,7 @@ describe('spool', () => {
   it('keeps the exact digits of large integers in JSON it has to re-serialize', () => {
     const json =
       '{"event_id":"ev_1",\n"object":{"bytes_in":9007199254740993,"n":-9223372036854775808}}';
-    const b = RecordBlock.of([{ ...batch(1, 1).record(0), json }]);
+    const b = RecordBlock.of([{ ...batch(1, 1).records()[0], json }]);
     const [record] = decodeSpoolBatch(encodeSpoolBatch(b)).records();
     expect(record.json).toBe(
       '{"event_id":"ev_1","object":{"bytes_in":9007199254740993,"n":-9223372036854775808}}',

@@ -28,21 +28,23 @@ export function byTable(batch: Batch, tableFor: TableFor): Map<string, TableReco
   const out = new Map<string, TableRecords>();
   let last: TableTarget | undefined;
   let group: TableRecords | undefined;
-  for (let i = 0; i < batch.count; i++) {
-    const eventType = batch.eventType(i);
-    const target = tableFor(eventType);
-    if (!target) {
-      throw new SinkError(`clickhouse: no table for event type ${eventType}`, false);
-    }
-    if (target !== last || group === undefined) {
-      group = out.get(target.table);
-      if (group === undefined) {
-        group = { target, jsons: [] };
-        out.set(target.table, group);
+  for (const block of batch.blocks) {
+    for (let i = 0; i < block.count; i++) {
+      const eventType = block.eventType(i);
+      const target = tableFor(eventType);
+      if (!target) {
+        throw new SinkError(`clickhouse: no table for event type ${eventType}`, false);
       }
-      last = target;
+      if (target !== last || group === undefined) {
+        group = out.get(target.table);
+        if (group === undefined) {
+          group = { target, jsons: [] };
+          out.set(target.table, group);
+        }
+        last = target;
+      }
+      group.jsons.push(block.json(i));
     }
-    group.jsons.push(batch.json(i));
   }
   return out;
 }

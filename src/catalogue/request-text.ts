@@ -1,15 +1,14 @@
 import { Buffer } from 'node:buffer';
-import { ScalarType } from '@bufbuild/protobuf';
 import { TimestampSchema } from '@bufbuild/protobuf/wkt';
 import { EventSchema, PublishRequestSchema } from '../gen/agent_ingress/ingest/v0/ingest_pb.ts';
+import { requestEnvelope } from './envelope.ts';
 import { type TrafficEventType, trafficEventSchemas } from './event-types.ts';
-import { fieldKindOf, filterableFields } from './fields.ts';
+import { filterableFields } from './fields.ts';
 import { writeJsString } from './json-bytes.ts';
 import type { EventJson } from './to-json.ts';
 import { decodeEventAt, formatTimestamp, wireToJson } from './wire-decode.ts';
 import { jsonShape, jsonWriters, maxSpans, OUT_OF_ORDER, writeFromObject } from './wire-json.ts';
 import {
-  fieldNamed,
   messageInfo,
   newCursor,
   overrun,
@@ -46,41 +45,19 @@ export interface TextEvent {
   payloadEnd: number;
 }
 
-const events = fieldNamed(PublishRequestSchema, 'events');
-const accountIdField = fieldNamed(EventSchema, 'account_id');
-const eventIdField = fieldNamed(EventSchema, 'event_id');
-const timestampField = fieldNamed(EventSchema, 'event_timestamp');
-const payload = EventSchema.oneofs.find((o) => o.name === 'payload');
-if (
-  events.fieldKind !== 'list' ||
-  events.message !== EventSchema ||
-  accountIdField.fieldKind !== 'scalar' ||
-  accountIdField.scalar !== ScalarType.STRING ||
-  eventIdField.fieldKind !== 'scalar' ||
-  eventIdField.scalar !== ScalarType.STRING ||
-  timestampField.fieldKind !== 'message' ||
-  fieldKindOf(timestampField) !== 'timestamp' ||
-  payload === undefined ||
-  EventSchema.fields.length !== 3 + payload.fields.length
-) {
-  throw new Error('request text: PublishRequest/Event no longer have the envelope read here');
-}
-const EVENTS_TAG = tagOf(events.number, WIRE_LEN);
-const ACCOUNT_TAG = tagOf(accountIdField.number, WIRE_LEN);
-const EVENT_ID_TAG = tagOf(eventIdField.number, WIRE_LEN);
-const TIMESTAMP_TAG = tagOf(timestampField.number, WIRE_LEN);
+const envelope = requestEnvelope();
+const EVENTS_TAG = tagOf(envelope.events.number, WIRE_LEN);
+const ACCOUNT_TAG = tagOf(envelope.accountId.number, WIRE_LEN);
+const EVENT_ID_TAG = tagOf(envelope.eventId.number, WIRE_LEN);
+const TIMESTAMP_TAG = tagOf(envelope.eventTimestamp.number, WIRE_LEN);
 /** Payload tag → its traffic kind. */
 const PAYLOADS = new Map<number, TrafficEventType>(
-  payload.fields.map((field) => {
-    const type = (Object.keys(trafficEventSchemas) as TrafficEventType[]).find(
-      (t) => field.fieldKind === 'message' && trafficEventSchemas[t] === field.message,
-    );
-    if (type === undefined)
-      throw new Error(`request text: Event.${field.name} is not a traffic kind`);
-    return [tagOf(field.number, WIRE_LEN), type];
-  }),
+  envelope.payloads.map(({ field, type }) => [tagOf(field.number, WIRE_LEN), type]),
 );
-const REQUEST_INFO = messageInfo(PublishRequestSchema, new Map([[events.number, WIRE_LEN]]));
+const REQUEST_INFO = messageInfo(
+  PublishRequestSchema,
+  new Map([[envelope.events.number, WIRE_LEN]]),
+);
 const EVENT_INFO = messageInfo(
   EventSchema,
   new Map(EventSchema.fields.map((f) => [f.number, WIRE_LEN] as [number, number])),

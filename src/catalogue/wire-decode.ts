@@ -1,20 +1,14 @@
 import { type DescField, type DescMessage, ScalarType } from '@bufbuild/protobuf';
 import type { Timestamp } from '@bufbuild/protobuf/wkt';
 import { EventSchema, PublishRequestSchema } from '../gen/agent_ingress/ingest/v0/ingest_pb.ts';
-import { type TrafficEventType, trafficEventSchemas } from './event-types.ts';
+import { requestEnvelope } from './envelope.ts';
+import type { TrafficEventType } from './event-types.ts';
 import { fieldKindOf } from './fields.ts';
 import type { Int64Json } from './int64-json.ts';
 import { timestampToJson } from './timestamp-json.ts';
 import type { EventJson } from './to-json.ts';
 import * as reader from './wire-reader.ts';
-import {
-  fieldNamed,
-  type MessageInfo,
-  RECURSION_LIMIT,
-  tagOf,
-  WIRE_LEN,
-  WIRE_VARINT,
-} from './wire-reader.ts';
+import { type MessageInfo, RECURSION_LIMIT, tagOf, WIRE_LEN, WIRE_VARINT } from './wire-reader.ts';
 import { stringListEntry, struct } from './wire-struct.ts';
 
 // Decodes the protobuf wire format of a PublishRequest straight to the catalogue's JSON shape:
@@ -266,44 +260,15 @@ export function wireToJson(desc: DescMessage): WireToJson {
   return fn;
 }
 
-// The envelope: PublishRequest.events, and per Event account_id, event_id, event_timestamp and
-// the payload oneof, whose members are matched to the traffic kinds by their message type.
+// The envelope (envelope.ts): PublishRequest.events, and per Event account_id, event_id,
+// event_timestamp and the payload oneof.
 function compileRequestDecoder(): RequestDecoders {
   const unit = new Unit();
-  const events = fieldNamed(PublishRequestSchema, 'events');
-  const accountId = fieldNamed(EventSchema, 'account_id');
-  const eventId = fieldNamed(EventSchema, 'event_id');
-  const eventTimestamp = fieldNamed(EventSchema, 'event_timestamp');
-  const payload = EventSchema.oneofs.find((o) => o.name === 'payload');
-  if (
-    events.fieldKind !== 'list' ||
-    events.listKind !== 'message' ||
-    events.message !== EventSchema ||
-    accountId.fieldKind !== 'scalar' ||
-    accountId.scalar !== ScalarType.STRING ||
-    eventId.fieldKind !== 'scalar' ||
-    eventId.scalar !== ScalarType.STRING ||
-    eventTimestamp.fieldKind !== 'message' ||
-    fieldKindOf(eventTimestamp) !== 'timestamp' ||
-    payload === undefined
-  ) {
-    throw new Error('wire decode: PublishRequest/Event no longer have the envelope decoded here');
-  }
-  const envelope = new Set<DescField>([accountId, eventId, eventTimestamp, ...payload.fields]);
-  const extra = EventSchema.fields.find((f) => !envelope.has(f));
-  if (extra !== undefined) {
-    throw new Error(`wire decode: Event.${extra.name} is not decoded; add it to wire-decode.ts`);
-  }
+  const { events, accountId, eventId, eventTimestamp, payloads } = requestEnvelope();
   const ts = unit.message(eventTimestamp.message);
   const payloadCases: string[] = [];
   const finishes: string[] = [];
-  for (const field of payload.fields) {
-    const type = (Object.keys(trafficEventSchemas) as TrafficEventType[]).find(
-      (t) => field.fieldKind === 'message' && trafficEventSchemas[t] === field.message,
-    );
-    if (type === undefined || field.fieldKind !== 'message') {
-      throw new Error(`wire decode: Event.${field.name} is not a traffic kind's payload`);
-    }
+  for (const { field, type } of payloads) {
     const i = unit.message(field.message);
     const literal = JSON.stringify(type);
     payloadCases.push(
@@ -315,7 +280,8 @@ function compileRequestDecoder(): RequestDecoders {
     );
     finishes.push(`  if (type === ${literal}) ${unit.finisher(field.message)}(object);`);
   }
-  const wireTypes = new Map([...envelope].map((f) => [f.number, WIRE_LEN] as [number, number]));
+  const fields = [accountId, eventId, eventTimestamp, ...payloads.map((p) => p.field)];
+  const wireTypes = new Map(fields.map((f) => [f.number, WIRE_LEN] as [number, number]));
   const eventInfo = unit.infos.push(reader.messageInfo(EventSchema, wireTypes)) - 1;
   const requestInfo =
     unit.infos.push(

@@ -2,31 +2,23 @@ import { StringListSchema } from '../gen/agent_ingress/events/v0/traffic_pb.ts';
 import { checkUtf8 } from './json-bytes.ts';
 import {
   type Cursor,
-  fieldNamed,
-  type MessageInfo,
-  messageInfo,
   overrun,
   RECURSION_LIMIT,
   skip,
   tag,
-  tagOf,
   tooDeep,
   varint32,
-  WIRE_LEN,
 } from './wire-reader.ts';
+import {
+  ENTRY_INFO,
+  ENTRY_KEY,
+  ENTRY_VALUE,
+  STRING_LIST_INFO,
+  STRING_LIST_VALUES_TAG,
+} from './wire-struct.ts';
 
 // The map<string, StringList> entries (header maps) of wire-json.ts: where an entry's key and
 // values lie in the wire bytes, read with the bounds and checks of wire-struct.ts's decoder.
-
-const ENTRY_KEY = tagOf(1, WIRE_LEN);
-const ENTRY_VALUE = tagOf(2, WIRE_LEN);
-const ENTRY_INFO: MessageInfo = {
-  typeName: 'map entry',
-  fields: { 1: { name: 'key', wireType: WIRE_LEN }, 2: { name: 'value', wireType: WIRE_LEN } },
-};
-const VALUES = fieldNamed(StringListSchema, 'values');
-const VALUES_TAG = tagOf(VALUES.number, WIRE_LEN);
-const STRING_LIST_INFO = messageInfo(StringListSchema, new Map([[VALUES.number, WIRE_LEN]]));
 
 // [key start, key end (-1 -1: no key), value count, then each value's start and end].
 let entry = new Int32Array(64);
@@ -104,7 +96,7 @@ function readValues(
       t = tag(c, buf, pos, end);
       pos = c.pos;
     }
-    if (t !== VALUES_TAG) {
+    if (t !== STRING_LIST_VALUES_TAG) {
       pos = skip(c, buf, pos, end, t, depth, STRING_LIST_INFO);
       continue;
     }

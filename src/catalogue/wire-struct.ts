@@ -28,17 +28,17 @@ import {
 // message.
 
 // Map entries: key = 1, value = 2 (protobuf's map encoding).
-const ENTRY_KEY = tagOf(1, WIRE_LEN);
-const ENTRY_VALUE = tagOf(2, WIRE_LEN);
-const ENTRY_INFO: MessageInfo = {
+export const ENTRY_KEY = tagOf(1, WIRE_LEN);
+export const ENTRY_VALUE = tagOf(2, WIRE_LEN);
+export const ENTRY_INFO: MessageInfo = {
   typeName: 'map entry',
   fields: { 1: { name: 'key', wireType: WIRE_LEN }, 2: { name: 'value', wireType: WIRE_LEN } },
 };
 
 // agent_ingress.events.v0.StringList, the values of one header.
 const STRING_LIST_VALUES = fieldNamed(StringListSchema, 'values');
-const STRING_LIST_VALUES_TAG = tagOf(STRING_LIST_VALUES.number, WIRE_LEN);
-const STRING_LIST_INFO = messageInfo(
+export const STRING_LIST_VALUES_TAG = tagOf(STRING_LIST_VALUES.number, WIRE_LEN);
+export const STRING_LIST_INFO = messageInfo(
   StringListSchema,
   new Map([[STRING_LIST_VALUES.number, WIRE_LEN]]),
 );

@@ -11,10 +11,8 @@ import { setFlagsFromString } from 'node:v8';
 /** The heap growing factor in percent above 1 (V8's --heap-growing-percent): 200 = ×3. */
 export const HEAP_GROWING_PERCENT = 200;
 
-/** Sets V8's heap growing factor, unless the command line or NODE_OPTIONS set one. */
+/** Sets V8's heap growing factor, unless the command line set one (NODE_OPTIONS cannot). */
 export function setHeapGrowth(): void {
-  const given = [...process.execArgv, process.env.NODE_OPTIONS ?? ''].some((arg) =>
-    /--heap[-_]growing[-_]percent/.test(arg),
-  );
+  const given = process.execArgv.some((arg) => /^--heap[-_]growing[-_]percent/.test(arg));
   if (!given) setFlagsFromString(`--heap-growing-percent=${HEAP_GROWING_PERCENT}`);
 }

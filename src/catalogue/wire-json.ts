@@ -16,8 +16,9 @@ import { struct } from './wire-struct.ts';
 // object in between: the text JSON.stringify would give for the object wire-decode.ts decodes
 // (same keys, order, values and escapes; the tests hold them to it). While it writes, it notes
 // where each field's `"name":value` lies in the text (its span), so that a field selection is
-// a few copies of spans (json-spans.ts), and where the Filterable leaves' bytes are, so that
-// filters get their values without the rest of the event being decoded.
+// a few copies of spans (compileSpanProjection, filter/compile-projection.ts), and where the
+// Filterable leaves' bytes are, so that filters get their values without the rest of the event
+// being decoded.
 //
 // One pass, in the order the fields arrive: a message's fields are expected in declaration
 // order (the order protobuf encoders write them, numbers ascending here), each singular field
@@ -328,7 +329,7 @@ export function maxSpans(): number {
 
 /**
  * Writes a payload's JSON from its decoded object (the decoder's, wire-decode.ts) with the same
- * spans: for the events the one-pass writer leaves to the decoder. Returns the position after.
+ * spans: for the events the one-pass writer leaves to the decoder. `out.at` ends past it.
  */
 export function writeFromObject(
   out: { text: Buffer; at: number },

@@ -33,6 +33,16 @@ export function selectableNames(type: TrafficEventType): string[] {
 
 /** Compiles a field selection for a traffic kind, or throws FieldSelectionError for an unknown name. */
 export function compileProjection(type: string, fields: readonly string[] | undefined): Projection {
+  checkSelection(type, fields);
+  if (!fields || fields.length === 0) return everything;
+  return compileGroup(selectionOf(fields));
+}
+
+/** Throws FieldSelectionError unless `fields` is a selection `type` accepts (none is one). */
+function checkSelection(
+  type: string,
+  fields: readonly string[] | undefined,
+): asserts type is TrafficEventType {
   if (!isTrafficType(type)) {
     throw new FieldSelectionError(
       `fields: event type '${type}' does not support field selection; only traffic events do`,
@@ -40,7 +50,7 @@ export function compileProjection(type: string, fields: readonly string[] | unde
       [],
     );
   }
-  if (!fields || fields.length === 0) return everything;
+  if (!fields || fields.length === 0) return;
   if (fields.length > MAX_SELECTED_FIELDS) {
     throw new FieldSelectionError(
       `fields: at most ${MAX_SELECTED_FIELDS} names may be selected; got ${fields.length}`,
@@ -48,7 +58,6 @@ export function compileProjection(type: string, fields: readonly string[] | unde
       selectableNames(type),
     );
   }
-
   const valid = selectableNames(type);
   const known = new Set(valid);
   const invalid = fields.filter((f) => !known.has(f));
@@ -60,8 +69,6 @@ export function compileProjection(type: string, fields: readonly string[] | unde
       valid,
     );
   }
-
-  return compileGroup(selectionOf(fields));
 }
 
 /**
@@ -76,9 +83,9 @@ export function compileSpanProjection(
   type: string,
   fields: readonly string[] | undefined,
 ): SpanProjection {
-  compileProjection(type, fields); // the same checks and errors
+  checkSelection(type, fields);
   if (!fields || fields.length === 0) return [0];
-  const shape = jsonShape(type as TrafficEventType);
+  const shape = jsonShape(type);
   const ops: (string | number)[] = [];
   const emit = (node: Map<string, Selection>, path: string) => {
     ops.push('{');

@@ -50,7 +50,7 @@ export class BatcherFullError extends Error {
 }
 
 interface OpenBatch<R> {
-  /** Slices of the blocks added, joined into one block when the batch is flushed. */
+  /** Slices of the blocks added (views, no copy): the flushed batch's blocks. */
   pieces: RecordBlock[];
   count: number;
   bytes: number;

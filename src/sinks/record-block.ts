@@ -231,9 +231,14 @@ export class BlockWriter {
     return this.count;
   }
 
+  /** Where record i's envelope starts in `buf`. */
+  private start(i: number): number {
+    return i === 0 ? 0 : this.ends[i - 1];
+  }
+
   /** Record i's envelope as text (for a tap). */
   recordText(i: number): string {
-    return this.buf.toString('utf8', i === 0 ? 0 : this.ends[i - 1], this.ends[i] - 1);
+    return this.buf.toString('utf8', this.start(i), this.ends[i] - 1);
   }
 
   /** Appends text (UTF-8). */
@@ -279,8 +284,7 @@ export class BlockWriter {
    * copied byte for byte. What a record shared by several destinations costs the second one.
    */
   copyRecord(from: BlockWriter, i: number): void {
-    const start = i === 0 ? 0 : from.ends[i - 1];
-    this.bytes(from.buf, start, from.ends[i]);
+    this.bytes(from.buf, from.start(i), from.ends[i]);
     this.pushEnd();
     const at = i * META;
     const metaStart = at === 0 ? 0 : from.metaEnds[at - 1];

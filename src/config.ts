@@ -87,6 +87,10 @@ export interface Config {
   edgeAddresses: Record<string, string[]>;
   /** How long an instance answers from its cached zone data before reading the store again, ms. */
   dnsCacheMs: number;
+  /** A DNS/TCP connection with no query outstanding is closed after this, ms (RFC 7766 6.2.3). */
+  dnsTcpIdleTimeoutMs: number;
+  /** The longest a DNS/TCP connection stays open, ms. */
+  dnsTcpTimeoutMs: number;
   /** The ACME server's directory. */
   acmeDirectoryUrl: string;
   /** A PEM file of extra CAs to trust for the ACME server (a test server such as pebble). */
@@ -336,6 +340,8 @@ export function loadConfig(env: Env = process.env): Config {
     dnsPort: env.DNS_PORT ? integer(env, 'DNS_PORT', 0, 0, 65535) : undefined,
     edgeAddresses: edgeAddresses(env),
     dnsCacheMs: integer(env, 'DNS_CACHE_MS', 5_000, 0, 3_600_000),
+    dnsTcpIdleTimeoutMs: integer(env, 'DNS_TCP_IDLE_TIMEOUT_MS', 10_000, 100, 3_600_000),
+    dnsTcpTimeoutMs: integer(env, 'DNS_TCP_TIMEOUT_MS', 60_000, 100, 3_600_000),
     acmeDirectoryUrl: url(env, 'ACME_DIRECTORY_URL', LETS_ENCRYPT),
     acmeCaFile: env.ACME_CA_FILE || undefined,
     acmeEmail: env.ACME_EMAIL || undefined,

@@ -114,6 +114,11 @@ export function createMetrics(sources: MetricSources = {}) {
       labelNames: ['listener', 'limit'],
       registers,
     }),
+    sshChannelsRefused: new Counter({
+      name: 'agent_ingress_ssh_channels_refused_total',
+      help: 'Session channels an agent opened beyond the number one SSH connection may hold.',
+      registers,
+    }),
     storeWasmMemory: new Gauge({
       name: 'agent_ingress_store_wasm_memory_bytes',
       help: 'WebAssembly memory of the embedded store (PGlite); 0 with PostgreSQL.',

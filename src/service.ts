@@ -17,7 +17,7 @@ import { type RelayListener, startRelayListener } from './edge/relay-listener.ts
 import { createSniCertificates, type SniCertificates } from './edge/sni-certificates.ts';
 import { openTcpEndpoint } from './edge/tcp-endpoint.ts';
 import type { Logger } from './logger.ts';
-import { createMetrics } from './metrics.ts';
+import { createMetrics, type Metrics } from './metrics.ts';
 import { createIpRestrictions } from './net/account-restrictions.ts';
 import {
   type ConnectionLimits,
@@ -129,6 +129,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     });
     const running = pipeline;
     agents = await startAgents(config, db, logger, running, sessions, {
+      metrics,
       connectionLimits,
       ipAllowed: ipRestrictions.ipAllowed,
       endpointIp: (accountId, address) =>
@@ -207,12 +208,14 @@ async function startAgents(
   pipeline: Pipeline,
   sessions: SessionRegistry,
   {
+    metrics,
     connectionLimits,
     ipAllowed,
     endpointIp,
     sni,
     relayAuth,
   }: {
+    metrics: Metrics;
     connectionLimits: ConnectionLimits;
     ipAllowed: IpAllowed;
     endpointIp: DecideEndpointIp;
@@ -247,6 +250,8 @@ async function startAgents(
           kick,
           ipAllowed,
           openTcp,
+          metrics,
+          connectionLimits,
         });
   try {
     const relayClient = createRelayClient({

@@ -43,7 +43,9 @@ export interface AgentListenerDeps {
     session: LiveSession,
     address: { host: string; port: number },
   ) => Promise<{ close(): Promise<void> }>;
+  /** Where refused channels are counted. */
   metrics: Metrics;
+  /** MAX_CONNECTIONS of the listener, within the open-file limit. */
   connectionLimits: ConnectionLimits;
 }
 

@@ -44,6 +44,7 @@ export interface EdgeDeps {
   sni?: SniCertificates;
   /** Relays requests for hostnames other instances serve; absent: those are 502. */
   relay?: EdgeRelay;
+  /** MAX_CONNECTIONS of the HTTP and HTTPS listeners, within the open-file limit. */
   connectionLimits: ConnectionLimits;
 }
 

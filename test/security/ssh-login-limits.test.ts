@@ -77,15 +77,23 @@ describe('SSH login limits', () => {
     rmSync(dataDir, { recursive: true, force: true });
   });
 
-  /** Starts an `ssh -N -R` agent for `hostname` and waits until the edge serves it. */
+  /**
+   * Starts an `ssh -N -R` agent for `hostname` and waits until the edge serves it; starts it
+   * again when it was refused for a moment (a place freed that the service has yet to see).
+   */
   async function agentFor(hostname: string): Promise<SshAgent> {
-    const agent = startSshAgent({ sshPort }, { user: token, hostname, localPort });
-    agents.push(agent);
-    await eventually(async () => {
-      if (agent.child.exitCode !== null) throw new Error(`ssh exited: ${agent.output()}`);
-      return (await curl(edgePort, hostname, '/')).status === 200 ? true : undefined;
-    }, `the edge serving ${hostname}`);
-    return agent;
+    for (let tries = 1; ; tries++) {
+      const agent = startSshAgent({ sshPort }, { user: token, hostname, localPort });
+      agents.push(agent);
+      const served = await eventually(async () => {
+        if (agent.child.exitCode !== null) return false;
+        return (await curl(edgePort, hostname, '/')).status === 200 ? true : undefined;
+      }, `the edge serving ${hostname}`);
+      if (served) return agent;
+      if (!/retry shortly/.test(agent.output()) || tries === 10) {
+        throw new Error(`ssh exited: ${agent.output()}`);
+      }
+    }
   }
 
   it('refuses unauthenticated connections beyond SSH_MAX_STARTUPS with a reason ssh prints, while a logged-in agent serves on', async () => {

@@ -12,6 +12,7 @@ import { newId } from './ids.ts';
 import { ingestPlugin } from './ingest/ingest-plugin.ts';
 import type { Logger } from './logger.ts';
 import type { Metrics } from './metrics.ts';
+import { type ConnectionLimits, capServer } from './net/connection-limits.ts';
 import type { RestrictionCache } from './net/restriction-cache.ts';
 import type { Pipeline } from './pipeline/pipeline.ts';
 import type { Keyring } from './secrets.ts';
@@ -25,6 +26,8 @@ export interface AppDeps {
   pipeline: Pipeline;
   metrics: Metrics;
   keyring: Keyring;
+  /** MAX_CONNECTIONS and the open-file limit, shared by every listener of the process. */
+  connectionLimits: ConnectionLimits;
   /** Live agent sessions, for /tunnel_sessions; absent without an agent listener. */
   sessions?: SessionRegistry;
   /** The accounts' IP restrictions, shared with the agent listener and the edge. */
@@ -56,11 +59,12 @@ export async function buildApp({
   pipeline,
   metrics,
   keyring,
+  connectionLimits,
   sessions,
   ipRestrictions,
   onCommit,
 }: AppDeps): Promise<{ app: FastifyInstance; routes: RouteTable }> {
-  const connections = createConnections(config, logger);
+  const connections = createConnections(config, logger, connectionLimits);
   const app = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
     bodyLimit: config.maxBodyBytes,
@@ -153,7 +157,7 @@ function ingestOptions({
  * on one port, so gRPC gets its own (GRPC_PORT); Connect and gRPC-Web stay on the main port.
  */
 export async function buildGrpcApp(
-  deps: Pick<AppDeps, 'config' | 'pipeline' | 'metrics' | 'logger'>,
+  deps: Pick<AppDeps, 'config' | 'pipeline' | 'metrics' | 'logger' | 'connectionLimits'>,
 ) {
   // Typed as the HTTP/1 instance: the ingest plugin uses only what both request kinds share.
   const app = Fastify({
@@ -165,8 +169,9 @@ export async function buildGrpcApp(
     http2SessionTimeout: deps.config.keepAliveTimeoutMs,
     schemaController: NO_SCHEMAS,
   }) as unknown as FastifyInstance;
-  // No HTTP/1.1 answer is possible before an HTTP/2 session: Node closes connections beyond.
-  app.server.maxConnections = deps.config.maxConnections;
+  // No HTTP/1.1 answer is possible before an HTTP/2 session: connections beyond are closed.
+  const limits = deps.connectionLimits;
+  capServer(app.server, limits.listener('grpc'), (socket) => limits.turnAway(socket));
   installErrorHandlers(app);
   await app.register(ingestPlugin, ingestOptions(deps));
   return app;

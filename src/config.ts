@@ -63,6 +63,12 @@ export interface Config {
   maxConnections: number;
   /** Port agents connect to over SSH (0: a random one); undefined: no agent listener. */
   sshPort: number | undefined;
+  /** Time an SSH connection has to authenticate before it is disconnected, ms (LoginGraceTime). */
+  sshLoginGraceMs: number;
+  /** Unauthenticated SSH connections before new ones are refused, at random then all (MaxStartups). */
+  sshMaxStartups: MaxStartups;
+  /** Failed authentication attempts one SSH connection may make before it is disconnected. */
+  sshMaxAuthTries: number;
   /** Port of the edge's HTTP listener (0: a random one); undefined: no edge. */
   edgeHttpPort: number | undefined;
   /** Port of the edge's HTTPS listener, certificates chosen by SNI (0: random); undefined: none. */
@@ -87,6 +93,10 @@ export interface Config {
   edgeAddresses: Record<string, string[]>;
   /** How long an instance answers from its cached zone data before reading the store again, ms. */
   dnsCacheMs: number;
+  /** A DNS/TCP connection with no query outstanding is closed after this, ms (RFC 7766 6.2.3). */
+  dnsTcpIdleTimeoutMs: number;
+  /** The longest a DNS/TCP connection stays open, ms. */
+  dnsTcpTimeoutMs: number;
   /** The ACME server's directory. */
   acmeDirectoryUrl: string;
   /** A PEM file of extra CAs to trust for the ACME server (a test server such as pebble). */
@@ -105,6 +115,16 @@ export interface Config {
   tcpAddrPorts: PortRange;
   /** How long an instance trusts its cached IP restrictions of an account (changes made elsewhere). */
   ipRestrictionCacheTtlMs: number;
+}
+
+/**
+ * OpenSSH's MaxStartups `start:rate:full`: from `start` unauthenticated connections on, a new one
+ * is refused with probability `rate`%, rising linearly to 100% at `full`.
+ */
+export interface MaxStartups {
+  start: number;
+  rate: number;
+  full: number;
 }
 
 /** A configuration value that prevents the service from starting. */
@@ -205,6 +225,20 @@ function hostPort(env: Env, name: string): string | undefined {
     throw new ConfigError(name, `must be host:port, got "${raw}"`);
   }
   return raw;
+}
+
+/** SSH_MAX_STARTUPS: `start:rate:full`, or one number (every connection beyond it refused). */
+function maxStartups(env: Env): MaxStartups {
+  const raw = env.SSH_MAX_STARTUPS || '10:30:100';
+  const numbers = /^\d+(:\d+:\d+)?$/.test(raw) ? raw.split(':').map(Number) : [];
+  const [start, rate, full] = numbers.length === 1 ? [numbers[0], 100, numbers[0]] : numbers;
+  if (numbers.length === 0 || start < 1 || rate > 100 || full < start) {
+    throw new ConfigError(
+      'SSH_MAX_STARTUPS',
+      `must be start:rate:full (1 <= start <= full, rate 0-100) or one number, got "${raw}"`,
+    );
+  }
+  return { start, rate, full };
 }
 
 function portRange(env: Env, name: string, fallback: string): PortRange {
@@ -324,6 +358,9 @@ export function loadConfig(env: Env = process.env): Config {
     keepAliveTimeoutMs: integer(env, 'KEEP_ALIVE_TIMEOUT_MS', 72_000, 100, 3_600_000),
     maxConnections: integer(env, 'MAX_CONNECTIONS', 512, 1, 1_000_000),
     sshPort: optionalPort(env, 'SSH_PORT', '2222'),
+    sshLoginGraceMs: integer(env, 'SSH_LOGIN_GRACE_MS', 120_000, 100, 3_600_000),
+    sshMaxStartups: maxStartups(env),
+    sshMaxAuthTries: integer(env, 'SSH_MAX_AUTH_TRIES', 6, 1, 100),
     edgeHttpPort: optionalPort(env, 'EDGE_HTTP_PORT', '8088'),
     edgeHttpsPort: optionalPort(env, 'EDGE_HTTPS_PORT', '8443'),
     edgeCertCacheMs: integer(env, 'EDGE_CERT_CACHE_MS', 5_000, 0, 3_600_000),
@@ -336,6 +373,8 @@ export function loadConfig(env: Env = process.env): Config {
     dnsPort: env.DNS_PORT ? integer(env, 'DNS_PORT', 0, 0, 65535) : undefined,
     edgeAddresses: edgeAddresses(env),
     dnsCacheMs: integer(env, 'DNS_CACHE_MS', 5_000, 0, 3_600_000),
+    dnsTcpIdleTimeoutMs: integer(env, 'DNS_TCP_IDLE_TIMEOUT_MS', 10_000, 100, 3_600_000),
+    dnsTcpTimeoutMs: integer(env, 'DNS_TCP_TIMEOUT_MS', 60_000, 100, 3_600_000),
     acmeDirectoryUrl: url(env, 'ACME_DIRECTORY_URL', LETS_ENCRYPT),
     acmeCaFile: env.ACME_CA_FILE || undefined,
     acmeEmail: env.ACME_EMAIL || undefined,

@@ -6,18 +6,16 @@ import type { Config } from './config.ts';
 import { AppError } from './errors.ts';
 import { newId } from './ids.ts';
 import type { Logger } from './logger.ts';
+import { type ConnectionLimits, capServer, type Refusal } from './net/connection-limits.ts';
 
 // The HTTP/1.1 listener's connections, which Node and Fastify leave open-ended: how many there
 // may be, what a client hears when it sends no valid request in time, and which ones a shutdown
 // waits for (only those whose request has been received and is being answered).
 
-/** How long a refused connection may take to read its answer before it is dropped. */
-const REFUSAL_LINGER_MS = 1000;
-
 /** The settings the connection policy follows. */
 export type ConnectionConfig = Pick<
   Config,
-  'requestTimeoutMs' | 'headersTimeoutMs' | 'keepAliveTimeoutMs' | 'maxConnections'
+  'requestTimeoutMs' | 'headersTimeoutMs' | 'keepAliveTimeoutMs'
 >;
 
 /** The connection policy of one HTTP/1.1 Fastify server. */
@@ -46,13 +44,28 @@ export function drainsItself(request: IncomingMessage): void {
   selfDraining.add(request);
 }
 
+/** The raw 503 ERR_TOO_MANY_CONNECTIONS a connection beyond a listener's cap gets. */
+export function tooManyConnections(why: Refusal, perListener: number): string {
+  const error = new AppError(
+    'ERR_TOO_MANY_CONNECTIONS',
+    why === 'max_connections'
+      ? `this listener holds ${perListener} connections, its limit; retry shortly`
+      : 'the service holds as many connections as its open-file limit allows; retry shortly',
+    { max_connections: perListener },
+  );
+  return rawErrorResponse(error, newId('op'));
+}
+
 /** Creates the policy; build the server with its serverOptions, then `install` it. */
-export function createConnections(config: ConnectionConfig, logger: Logger): Connections {
-  const { requestTimeoutMs, headersTimeoutMs, maxConnections } = config;
+export function createConnections(
+  config: ConnectionConfig,
+  logger: Logger,
+  limits: ConnectionLimits,
+): Connections {
+  const { requestTimeoutMs, headersTimeoutMs } = config;
   const sockets = new Set<Socket>();
   const exchanges = new Map<Socket, Exchange>();
   let draining = false;
-  let full = false;
 
   /** True while the connection answers a request it has received whole, or that drains itself. */
   function answering(socket: Socket): boolean {
@@ -65,41 +78,19 @@ export function createConnections(config: ConnectionConfig, logger: Logger): Con
     if (!answering(socket)) socket.destroy();
   }
 
-  /** Answers a connection beyond the cap with 503 and closes it, without Node's HTTP parser. */
-  function refuse(socket: Socket): void {
-    if (!full) {
-      full = true;
-      logger.warn({ max_connections: maxConnections }, 'MAX_CONNECTIONS reached: refusing');
-    }
-    const error = new AppError(
-      'ERR_TOO_MANY_CONNECTIONS',
-      `the service holds ${maxConnections} connections, its limit; retry shortly`,
-      { max_connections: maxConnections },
-    );
-    socket.on('error', () => socket.destroy());
-    // Answer once the client has sent (the start of) its request, as HTTP clients expect, and
-    // read and drop the rest of it, so that closing does not reset the answer away.
-    socket.once('data', () => socket.end(rawErrorResponse(error, newId('op'))));
-    socket.resume();
-    socket.once('end', () => socket.destroy());
-    const timer = setTimeout(() => socket.destroy(), REFUSAL_LINGER_MS);
-    socket.once('close', () => clearTimeout(timer));
-  }
-
-  /** Counts the connections Node's HTTP server gets and hands it only those under the cap. */
+  /** Counts the connections Node's HTTP server gets, and answers those beyond the cap 503. */
   function capConnections(server: Server): void {
-    const serve = server.listeners('connection') as ((socket: Socket) => void)[];
-    server.removeAllListeners('connection');
     server.on('connection', (socket: Socket) => {
-      if (sockets.size >= maxConnections) return refuse(socket);
       sockets.add(socket);
       socket.once('close', () => {
         sockets.delete(socket);
         exchanges.delete(socket);
-        if (sockets.size < maxConnections) full = false;
       });
-      for (const listener of serve) listener.call(server, socket);
     });
+    // Without Node's HTTP parser: the answer goes once the request has started to arrive.
+    capServer(server, limits.listener('api'), (socket, why) =>
+      limits.turnAway(socket, tooManyConnections(why, limits.perListener), 'after-data'),
+    );
   }
 
   /** Keeps each connection's current request, and closes it after its answer once draining. */

@@ -102,6 +102,23 @@ export function createMetrics(sources: MetricSources = {}) {
       help: 'Bytes waiting in destination spools.',
       registers,
     }),
+    connectionsRefused: new Counter({
+      name: 'agent_ingress_listener_connections_refused_total',
+      help: 'Connections a listener refused at accept, by listener (api, grpc, edge_http, edge_https, tcp, ssh, dns_tcp) and limit (max_connections, open_files, max_startups).',
+      labelNames: ['listener', 'limit'],
+      registers,
+    }),
+    connectionsCut: new Counter({
+      name: 'agent_ingress_listener_connections_closed_total',
+      help: 'Accepted connections a listener closed for a limit, by listener and limit (login_grace, auth_tries, idle_timeout, timeout).',
+      labelNames: ['listener', 'limit'],
+      registers,
+    }),
+    sshChannelsRefused: new Counter({
+      name: 'agent_ingress_ssh_channels_refused_total',
+      help: 'Session channels an agent opened beyond the number one SSH connection may hold.',
+      registers,
+    }),
     storeWasmMemory: new Gauge({
       name: 'agent_ingress_store_wasm_memory_bytes',
       help: 'WebAssembly memory of the embedded store (PGlite); 0 with PostgreSQL.',

@@ -17,8 +17,14 @@ import { type RelayListener, startRelayListener } from './edge/relay-listener.ts
 import { createSniCertificates, type SniCertificates } from './edge/sni-certificates.ts';
 import { openTcpEndpoint } from './edge/tcp-endpoint.ts';
 import type { Logger } from './logger.ts';
-import { createMetrics } from './metrics.ts';
+import { createMetrics, type Metrics } from './metrics.ts';
 import { createIpRestrictions } from './net/account-restrictions.ts';
+import {
+  type ConnectionLimits,
+  createConnectionLimits,
+  listenersOf,
+  openFileLimit,
+} from './net/connection-limits.ts';
 import { createPipeline, type Pipeline } from './pipeline/pipeline.ts';
 import { type Keyring, loadKeyring } from './secrets.ts';
 import { migrateFileLayout } from './sinks/file/layout.ts';
@@ -73,6 +79,13 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     await migrateFileLayout(config.dataDir, () => fileDestinationPaths(db), logger);
     const firstKey = await bootstrapFirstKey(db, config);
     const metrics = createMetrics({ storeWasmMemoryBytes: () => db.wasmMemoryBytes() });
+    const connectionLimits = createConnectionLimits({
+      maxConnections: config.maxConnections,
+      listeners: listenersOf(config),
+      openFiles: openFileLimit(),
+      metrics,
+      logger,
+    });
     pipeline = await createPipeline({ db, config, logger, metrics, keyring });
     const relayAuth = createRelayAuth(keyring);
     const sessions = createSessionRegistry({
@@ -109,12 +122,15 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
       pipeline,
       metrics,
       keyring,
+      connectionLimits,
       sessions,
       ipRestrictions,
       onCommit,
     });
     const running = pipeline;
     agents = await startAgents(config, db, logger, running, sessions, {
+      metrics,
+      connectionLimits,
       ipAllowed: ipRestrictions.ipAllowed,
       endpointIp: (accountId, address) =>
         ipRestrictions.ipDecision(accountId, 'endpoints', address),
@@ -124,14 +140,14 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     // Loaded only when configured, as the sinks' clients are: a start without DNS pays nothing.
     if (config.dnsPort !== undefined) {
       const { startAuthoritativeDns } = await import('./dns/index.ts');
-      dns = await startAuthoritativeDns({ db, config, logger });
+      dns = await startAuthoritativeDns({ db, config, logger, connectionLimits });
     }
     const url = await app.listen({ host: config.host, port: config.port });
     certs?.start();
     const grpcApp =
       config.grpcPort === undefined
         ? undefined
-        : await buildGrpcApp({ config, pipeline, metrics, logger });
+        : await buildGrpcApp({ config, pipeline, metrics, logger, connectionLimits });
     const grpcUrl = await grpcApp?.listen({ host: config.host, port: config.grpcPort });
     let closing: Promise<void> | undefined;
     const { listener, edge, publisher, relay } = agents;
@@ -192,11 +208,15 @@ async function startAgents(
   pipeline: Pipeline,
   sessions: SessionRegistry,
   {
+    metrics,
+    connectionLimits,
     ipAllowed,
     endpointIp,
     sni,
     relayAuth,
   }: {
+    metrics: Metrics;
+    connectionLimits: ConnectionLimits;
     ipAllowed: IpAllowed;
     endpointIp: DecideEndpointIp;
     sni: SniCertificates | undefined;
@@ -211,7 +231,13 @@ async function startAgents(
   const kick = () => pipeline.relay.kick();
   const publisher = createEdgePublisher(pipeline, logger);
   const openTcp: AgentListenerDeps['openTcp'] = (session, address) =>
-    openTcpEndpoint(session, address, { config, logger, publisher, endpointIp });
+    openTcpEndpoint(session, address, {
+      config,
+      logger,
+      publisher,
+      endpointIp,
+      limit: connectionLimits.listener('tcp'),
+    });
   const listener =
     config.sshPort === undefined
       ? undefined
@@ -224,6 +250,8 @@ async function startAgents(
           kick,
           ipAllowed,
           openTcp,
+          metrics,
+          connectionLimits,
         });
   try {
     const relayClient = createRelayClient({
@@ -243,6 +271,7 @@ async function startAgents(
             endpointIp,
             sni,
             relay: relayClient,
+            connectionLimits,
           });
     // Other instances relay to this one's sessions at INTERNAL_URL, served by its edge.
     const relay =

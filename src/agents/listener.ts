@@ -5,6 +5,8 @@ import type { Caller } from '../auth/api-key-auth.ts';
 import type { Config } from '../config.ts';
 import { newId } from '../ids.ts';
 import type { Logger } from '../logger.ts';
+import type { Metrics } from '../metrics.ts';
+import type { ConnectionLimits, Refusal } from '../net/connection-limits.ts';
 import type { Db } from '../store/db.ts';
 import {
   type AgentCredential,
@@ -13,9 +15,10 @@ import {
   signatureValid,
 } from './authenticate.ts';
 import { bindRefusal, sessionRegion, tcpBind } from './bind-policy.ts';
-import { disconnectWith } from './disconnect.ts';
+import { DISCONNECT_CODES, disconnectWith, refusalBytes } from './disconnect.ts';
 import { loadHostKey } from './host-key.ts';
 import type { IpAllowed } from './ip-allowed.ts';
+import { createLoginLimits, type Login } from './login-limits.ts';
 import { type LiveSession, type SessionRegistry, TOO_MANY_CHANNELS } from './registry.ts';
 import { recordSessionEvent, type SessionFacts, STOP_REASONS } from './session-events.ts';
 import { AGENT_CIPHERS } from './ssh-ciphers.ts';
@@ -24,6 +27,7 @@ import { AGENT_CIPHERS } from './ssh-ciphers.ts';
 // or the password) or a registered public key, and `ssh -R <hostname>:80:localhost:<port>` binds
 // an HTTP endpoint for <hostname>. Each connection carries at most one session (one hostname);
 // every bind, refused or not, is an agent_session_start.v0, and its end an agent_session_stop.v0.
+// Before a login, OpenSSH's limits apply (login-limits.ts); the listener holds MAX_CONNECTIONS.
 
 export interface AgentListenerDeps {
   config: Config;
@@ -39,6 +43,10 @@ export interface AgentListenerDeps {
     session: LiveSession,
     address: { host: string; port: number },
   ) => Promise<{ close(): Promise<void> }>;
+  /** Where refused channels are counted. */
+  metrics: Metrics;
+  /** MAX_CONNECTIONS of the listener, within the open-file limit. */
+  connectionLimits: ConnectionLimits;
 }
 
 /** The running listener. */
@@ -50,37 +58,69 @@ export interface AgentListener {
 
 /** The HTTP port an agent forwards for an HTTP endpoint (`-R <hostname>:80:…`). */
 const HTTP_BIND_PORT = 80;
+/** The server's SSH identification: `SSH-2.0-AgentIngress`. */
+const IDENT = 'AgentIngress';
+/** Session channels an agent may open on one connection (OpenSSH's MaxSessions); it needs one. */
+export const MAX_SESSION_CHANNELS = 10;
+
+/** What a connection refused before the handshake is told (SSH_DISCONNECT_TOO_MANY_CONNECTIONS). */
+function refusalReason(why: Refusal, perListener: number): string {
+  if (why === 'max_startups') {
+    return 'too many unauthenticated connections (SSH_MAX_STARTUPS); retry shortly';
+  }
+  return why === 'max_connections'
+    ? `too many connections: this listener holds ${perListener} (MAX_CONNECTIONS); retry shortly`
+    : 'too many connections for the open-file limit; retry shortly';
+}
 
 /** Starts the listener on SSH_PORT with the host key from DATA_DIR. */
 export async function startAgentListener(deps: AgentListenerDeps): Promise<AgentListener> {
   const hostKey = await loadHostKey(deps.config.dataDir);
   const ssh = new ssh2.Server({
     hostKeys: [hostKey],
-    ident: 'AgentIngress',
+    ident: IDENT,
     keepaliveInterval: deps.config.agentKeepAliveMs,
     keepaliveCountMax: 3,
     algorithms: { cipher: AGENT_CIPHERS },
   });
+  const limits = deps.connectionLimits;
+  const limit = limits.listener('ssh');
+  const logins = createLoginLimits({
+    graceMs: deps.config.sshLoginGraceMs,
+    maxStartups: deps.config.sshMaxStartups,
+    maxAuthTries: deps.config.sshMaxAuthTries,
+    limit,
+  });
   // Sockets are accepted here and handed to ssh2, so each connection's local address (the
-  // ingress_server_ip of its events) is known: ssh2 reports only the remote one.
-  const localAddresses = new Map<string, string>();
+  // ingress_server_ip of its events) is known (ssh2 reports only the remote one), and so is its
+  // login from the first byte on.
+  const accepted = new Map<string, { serverIp: string; login: Login }>();
   const sockets = new Set<Socket>();
   const net: NetServer = createServer((socket) => {
+    const refusal = logins.refusesStartup() ? 'max_startups' : limit.admit(socket);
+    if (refusal !== undefined) {
+      const reason = refusalReason(refusal, limits.perListener);
+      limits.turnAway(socket, refusalBytes(IDENT, DISCONNECT_CODES.tooManyConnections, reason));
+      return;
+    }
     const key = `${socket.remoteAddress}:${socket.remotePort}`;
-    localAddresses.set(key, socket.localAddress ?? '');
+    accepted.set(key, { serverIp: socket.localAddress ?? '', login: logins.start(socket) });
     sockets.add(socket);
     // Channels carry request/response traffic: Nagle's delay (with the peer's delayed ACK)
     // would add ~40 ms to every small write.
     socket.setNoDelay(true);
     socket.once('close', () => {
-      localAddresses.delete(key);
+      accepted.delete(key);
       sockets.delete(socket);
     });
     ssh.injectSocket(socket);
   });
   ssh.on('connection', (client, info) => {
-    const serverIp = localAddresses.get(`${info.ip}:${info.port}`) ?? '';
-    serveAgent(client, { ip: info.ip, serverIp, userAgent: info.header.identRaw }, deps);
+    const connection = accepted.get(`${info.ip}:${info.port}`);
+    if (connection === undefined) return void client.end();
+    connection.login.attach(client);
+    const peer = { ip: info.ip, serverIp: connection.serverIp, userAgent: info.header.identRaw };
+    serveAgent(client, peer, connection.login, deps);
   });
   ssh.on('error', (error: Error) => deps.logger.warn({ err: error }, 'agent listener error'));
   await new Promise<void>((resolve, reject) => {
@@ -113,6 +153,7 @@ async function authenticate(ctx: AuthContext, db: Db): Promise<AgentCredential |
 function serveAgent(
   client: Connection,
   peer: { ip: string; serverIp: string; userAgent: string },
+  login: Login,
   deps: AgentListenerDeps,
 ): void {
   const { db, config, logger, registry } = deps;
@@ -151,7 +192,11 @@ function serveAgent(
     authenticate(ctx, db).then(
       async (found) => {
         // A public key query (no signature yet) is answered "go on" when the key is registered.
-        if (found === undefined) return ctx.reject(['publickey', 'password']);
+        if (found === undefined) {
+          // The attempt one too many disconnects instead (Too many authentication failures).
+          if (!login.failed(ctx.method)) ctx.reject(['publickey', 'password']);
+          return;
+        }
         credential = found;
         // The single call site of `agent` IP restrictions: a refused agent still logs in, so
         // that it can be told why before it is disconnected.
@@ -167,6 +212,7 @@ function serveAgent(
   });
 
   client.on('ready', () => {
+    login.authenticated();
     if (ipRefusal === undefined) return;
     refuse('', ipRefusal).catch((error: unknown) => {
       logger.error({ err: error }, 'agent refusal event failed');
@@ -280,8 +326,18 @@ function serveAgent(
   }
 
   // `ssh -R` without -N asks for a shell: it gets one line saying what is served, then nothing.
-  client.on('session', (acceptSession) => {
+  // Other channels an agent might open (direct-tcpip, streamlocal, x11) ssh2 refuses itself.
+  let sessionChannels = 0;
+  client.on('session', (acceptSession, rejectSession) => {
+    if (sessionChannels >= MAX_SESSION_CHANNELS) {
+      deps.metrics.sshChannelsRefused.inc();
+      return rejectSession();
+    }
+    sessionChannels += 1;
     const shell = acceptSession();
+    shell.once('close', () => {
+      sessionChannels -= 1;
+    });
     shell.on('pty', (accept) => accept?.());
     shell.on('shell', (accept) => {
       const channel = accept();

@@ -1,6 +1,7 @@
 import type { Packet } from 'dns-packet';
 import type { Config } from '../config.ts';
 import type { Logger } from '../logger.ts';
+import type { ConnectionLimits } from '../net/connection-limits.ts';
 import type { Db } from '../store/db.ts';
 import { answerQuery, serverFailure } from './answer.ts';
 import { type DnsServer, startDnsServer } from './server.ts';
@@ -29,6 +30,7 @@ export async function startAuthoritativeDns(deps: {
   db: Db;
   config: Config;
   logger: Logger;
+  connectionLimits: ConnectionLimits;
 }): Promise<AuthoritativeDns> {
   const { db, config, logger } = deps;
   const cache = createZoneCache(() => loadZoneData(db, config), config.dnsCacheMs);
@@ -62,6 +64,11 @@ export async function startAuthoritativeDns(deps: {
     port: config.dnsPort ?? 0,
     answer,
     logger,
+    tcp: {
+      limit: deps.connectionLimits.listener('dns_tcp'),
+      idleTimeoutMs: config.dnsTcpIdleTimeoutMs,
+      timeoutMs: config.dnsTcpTimeoutMs,
+    },
   });
   return { ...server, invalidate: cache.invalidate };
 }

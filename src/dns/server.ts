@@ -3,6 +3,7 @@ import { once } from 'node:events';
 import { createServer, isIPv6, type Server, type Socket as TcpSocket } from 'node:net';
 import dnsPacket, { type Packet } from 'dns-packet';
 import type { Logger } from '../logger.ts';
+import type { ListenerLimit } from '../net/connection-limits.ts';
 
 /** Answers one decoded query. */
 export type Answerer = (query: Packet) => Promise<Packet>;
@@ -13,9 +14,18 @@ export interface DnsServer {
   close(): Promise<void>;
 }
 
+/** How long TCP connections may stay open, and how many at once. */
+export interface DnsTcpLimits {
+  /** MAX_CONNECTIONS of the TCP listener; beyond, a connection is closed. */
+  limit: ListenerLimit;
+  /** A connection with no query outstanding is closed after this, ms (RFC 7766 6.2.3). */
+  idleTimeoutMs: number;
+  /** The longest a connection stays open, however busy, ms. */
+  timeoutMs: number;
+}
+
 /** A TCP client may send this many bytes of queries before answers are read (RFC 7766 pipelining). */
 const MAX_TCP_BUFFER = 64 * 1024;
-const TCP_IDLE_MS = 10_000;
 /** A UDP answer larger than this is truncated (TC), so the resolver asks again over TCP. */
 const UDP_MAX = 512;
 
@@ -47,11 +57,29 @@ function serveUdp(socket: Socket, answer: Answerer, logger: Logger): void {
   });
 }
 
-/** Reads length-prefixed queries from a TCP connection and answers each in order. */
-function serveTcp(connection: TcpSocket, answer: Answerer, logger: Logger): void {
+/**
+ * Reads length-prefixed queries from a TCP connection and answers each in order. The connection
+ * is idle while no query is outstanding: bytes of a query not yet whole do not keep it open.
+ */
+function serveTcp(
+  connection: TcpSocket,
+  answer: Answerer,
+  logger: Logger,
+  limits: DnsTcpLimits,
+): void {
   let buffered = Buffer.alloc(0);
   let chain = Promise.resolve();
-  connection.setTimeout(TCP_IDLE_MS, () => connection.destroy());
+  let outstanding = 0;
+  const cut = (why: 'idle_timeout' | 'timeout') => () => {
+    limits.limit.cut(why);
+    connection.destroy();
+  };
+  let idle = setTimeout(cut('idle_timeout'), limits.idleTimeoutMs);
+  const lifetime = setTimeout(cut('timeout'), limits.timeoutMs);
+  connection.once('close', () => {
+    clearTimeout(idle);
+    clearTimeout(lifetime);
+  });
   connection.on('error', () => connection.destroy());
   connection.on('data', (chunk) => {
     buffered = Buffer.concat([buffered, chunk]);
@@ -59,11 +87,16 @@ function serveTcp(connection: TcpSocket, answer: Answerer, logger: Logger): void
     while (buffered.length >= 2 && buffered.length >= 2 + buffered.readUInt16BE(0)) {
       const message = buffered.subarray(2, 2 + buffered.readUInt16BE(0));
       buffered = buffered.subarray(2 + message.length);
+      outstanding += 1;
+      clearTimeout(idle);
       chain = chain
         .then(() => respond(message, answer))
         .then((response) => {
           if (response === undefined) return void connection.destroy();
-          if (!connection.destroyed) connection.write(dnsPacket.streamEncode(response));
+          if (connection.destroyed) return;
+          connection.write(dnsPacket.streamEncode(response));
+          outstanding -= 1;
+          if (outstanding === 0) idle = setTimeout(cut('idle_timeout'), limits.idleTimeoutMs);
         })
         .catch((error) => {
           logger.error({ err: error }, 'dns: answering a TCP query failed');
@@ -79,13 +112,15 @@ export async function startDnsServer(options: {
   port: number;
   answer: Answerer;
   logger: Logger;
+  tcp: DnsTcpLimits;
 }): Promise<DnsServer> {
   const { host, answer, logger } = options;
   const connections = new Set<TcpSocket>();
   const tcp: Server = createServer((connection) => {
+    if (options.tcp.limit.admit(connection) !== undefined) return void connection.destroy();
     connections.add(connection);
     connection.on('close', () => connections.delete(connection));
-    serveTcp(connection, answer, logger);
+    serveTcp(connection, answer, logger, options.tcp);
   });
   tcp.listen(options.port, host);
   await once(tcp, 'listening');

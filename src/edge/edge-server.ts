@@ -12,7 +12,9 @@ import type { TLSSocket } from 'node:tls';
 import type { DecideEndpointIp } from '../agents/ip-allowed.ts';
 import { type LiveSession, type SessionRegistry, TOO_MANY_CHANNELS } from '../agents/registry.ts';
 import type { Config } from '../config.ts';
+import { tooManyConnections } from '../connections.ts';
 import type { Logger } from '../logger.ts';
+import { type ConnectionLimits, capServer, type ListenerName } from '../net/connection-limits.ts';
 import { channelAgent } from './channel-agent.ts';
 import type { EdgePublisher } from './publisher.ts';
 import type { EdgeRelay } from './relay-client.ts';
@@ -27,6 +29,8 @@ import { tunnelUpgrade, type UpgradeOutcome } from './upgrade-tunnel.ts';
 // EDGE_RESPONSE_TIMEOUT_MS: 504; over HTTPS, a Host other than the TLS server name: 421.
 // A server name no certificate covers fails the handshake (alert handshake_failure): the
 // listener has no default certificate to fall back on.
+// Each listener holds MAX_CONNECTIONS: beyond, HTTP answers 503 ERR_TOO_MANY_CONNECTIONS and
+// HTTPS closes the connection (a handshake per refused connection would spend what the cap saves).
 // A WebSocket (an Upgrade) is one completed request too, reported when its connection closes.
 
 export interface EdgeDeps {
@@ -40,6 +44,8 @@ export interface EdgeDeps {
   sni?: SniCertificates;
   /** Relays requests for hostnames other instances serve; absent: those are 502. */
   relay?: EdgeRelay;
+  /** MAX_CONNECTIONS of the HTTP and HTTPS listeners, within the open-file limit. */
+  connectionLimits: ConnectionLimits;
 }
 
 /** Where a request came from: the client's connection, read on the instance it reached. */
@@ -354,10 +360,16 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
   }
 
   /** Serves the edge on `server` at `port`; its port once listening. */
-  async function listen(server: Server, port: number): Promise<number> {
+  async function listen(server: Server, port: number, name: ListenerName): Promise<number> {
     servers.push(server);
     server.on('request', onRequest);
     server.on('upgrade', onUpgrade);
+    const limits = deps.connectionLimits;
+    capServer(server, limits.listener(name), (socket, why) =>
+      name === 'edge_http'
+        ? limits.turnAway(socket, tooManyConnections(why, limits.perListener), 'after-data')
+        : limits.turnAway(socket),
+    );
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(port, config.host, () => resolve());
@@ -378,11 +390,17 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
     const plain = createServer(serverOptions);
     plain.on('connection', (socket: Socket) => connectedAt.set(socket, Date.now()));
     const port =
-      config.edgeHttpPort === undefined ? undefined : await listen(plain, config.edgeHttpPort);
+      config.edgeHttpPort === undefined
+        ? undefined
+        : await listen(plain, config.edgeHttpPort, 'edge_http');
     const httpsPort =
       config.edgeHttpsPort === undefined || deps.sni === undefined
         ? undefined
-        : await listen(httpsServer(deps.sni, connectedAt, serverOptions), config.edgeHttpsPort);
+        : await listen(
+            httpsServer(deps.sni, connectedAt, serverOptions),
+            config.edgeHttpsPort,
+            'edge_https',
+          );
     return {
       port,
       httpsPort,

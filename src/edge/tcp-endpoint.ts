@@ -3,6 +3,7 @@ import type { DecideEndpointIp } from '../agents/ip-allowed.ts';
 import type { LiveSession } from '../agents/registry.ts';
 import type { Config } from '../config.ts';
 import type { Logger } from '../logger.ts';
+import type { ListenerLimit } from '../net/connection-limits.ts';
 import type { EdgePublisher } from './publisher.ts';
 import { splice } from './splice.ts';
 import { publishConnectionOf } from './traffic-event.ts';
@@ -10,13 +11,16 @@ import { publishConnectionOf } from './traffic-event.ts';
 // A TCP endpoint: the port of one of the account's reserved addresses, listened on while the
 // session that bound it lives. Each connection is one SSH channel to the agent, bytes both ways,
 // and a tcp_connection_closed.v0 when it closes. An enforced `endpoints` IP restriction refuses
-// a client by closing its connection (ip_policy.decision `block`).
+// a client by closing its connection (ip_policy.decision `block`), and so does the endpoint's
+// MAX_CONNECTIONS (no event: nothing reached the agent).
 
 export interface TcpEndpointDeps {
   config: Config;
   logger: Logger;
   publisher: EdgePublisher;
   endpointIp: DecideEndpointIp;
+  /** This endpoint's own MAX_CONNECTIONS. */
+  limit: ListenerLimit;
 }
 
 /** An open endpoint; close() stops it and cuts its connections. */
@@ -32,6 +36,7 @@ export async function openTcpEndpoint(
 ): Promise<TcpEndpoint> {
   const connections = new Set<Socket>();
   const server: Server = createServer((socket) => {
+    if (deps.limit.admit(socket) !== undefined) return void socket.destroy();
     connections.add(socket);
     socket.once('close', () => connections.delete(socket));
     serve(session, address, socket, deps).catch((error: unknown) => {

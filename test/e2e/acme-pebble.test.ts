@@ -6,6 +6,8 @@ import { type CertRunner, createCertRunner } from '../../src/certs/runner.ts';
 import { loadConfig } from '../../src/config.ts';
 import { startDnsServer } from '../../src/dns/server.ts';
 import { createLogger } from '../../src/logger.ts';
+import { createMetrics } from '../../src/metrics.ts';
+import { createConnectionLimits } from '../../src/net/connection-limits.ts';
 import type { Service } from '../../src/service.ts';
 import { freePort } from '../helpers/free-port.ts';
 import { type Pebble, startPebble } from '../helpers/pebble.ts';
@@ -27,6 +29,17 @@ async function startParentZone(delegated: Map<string, string[]>) {
     host: '127.0.0.1',
     port: 0,
     logger: silent,
+    tcp: {
+      limit: createConnectionLimits({
+        maxConnections: 100,
+        listeners: ['dns_tcp'],
+        openFiles: undefined,
+        metrics: createMetrics(),
+        logger: silent,
+      }).listener('dns_tcp'),
+      idleTimeoutMs: 10_000,
+      timeoutMs: 60_000,
+    },
     async answer(query) {
       const question = query.questions![0];
       const servers = delegated.get(question.name.toLowerCase());

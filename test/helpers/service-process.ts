@@ -14,6 +14,8 @@ export const SERVICE_DIR = process.env.SERVICE_ROOT ?? join(import.meta.dirname,
 // util-linux: --pdeathsig makes the service die with the test process (it execs node in place,
 // so the pid and the signals the test sends stay the service's).
 const SETPRIV = '/usr/bin/setpriv';
+// util-linux too: runs the service with an open-file limit of its own (it execs node in place).
+const PRLIMIT = '/usr/bin/prlimit';
 const READY_LINE = /Agent Ingress listening on (\S+)/;
 const ACCOUNT_LINE = /Created account (ac_[A-Za-z0-9]+)/;
 // How long a start takes is not what these tests check, and a busy machine makes it many times
@@ -40,6 +42,8 @@ export interface ServiceProcessOptions {
   env?: Record<string, string>;
   /** Extra node options before the script, e.g. `--inspect=127.0.0.1:0`. */
   nodeArgs?: string[];
+  /** The process's open-file limit (RLIMIT_NOFILE, soft and hard), as `ulimit -n` would set it. */
+  openFiles?: number;
 }
 
 /** A running (or exited) service process. */
@@ -98,10 +102,14 @@ export async function startServiceProcess(options: ServiceProcessOptions): Promi
     ...options.env,
   };
   // The pinned runtime of this test process (vitest runs under npx's node 24).
-  const argv = [...(options.nodeArgs ?? []), 'src/main.ts'];
-  const [command, args] = existsSync(SETPRIV)
-    ? [SETPRIV, ['--pdeathsig', 'KILL', process.execPath, ...argv]]
-    : [process.execPath, argv];
+  const node = [process.execPath, ...(options.nodeArgs ?? []), 'src/main.ts'];
+  const limited =
+    options.openFiles === undefined
+      ? node
+      : [PRLIMIT, `--nofile=${options.openFiles}:${options.openFiles}`, ...node];
+  const [command, ...args] = existsSync(SETPRIV)
+    ? [SETPRIV, '--pdeathsig', 'KILL', ...limited]
+    : limited;
   const child = spawn(command, args, { cwd: SERVICE_DIR, env, stdio: ['ignore', 'pipe', 'pipe'] });
   live.add(child);
   let stdout = '';

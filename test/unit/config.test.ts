@@ -22,6 +22,29 @@ describe('configuration', () => {
     });
   });
 
+  it("has the documented defaults of the listeners' limits (OpenSSH's for SSH)", () => {
+    expect(loadConfig({})).toMatchObject({
+      sshLoginGraceMs: 120_000,
+      sshMaxStartups: { start: 10, rate: 30, full: 100 },
+      sshMaxAuthTries: 6,
+      dnsTcpIdleTimeoutMs: 10_000,
+      dnsTcpTimeoutMs: 60_000,
+    });
+  });
+
+  it('reads SSH_MAX_STARTUPS as start:rate:full, or one number that refuses every connection beyond it', () => {
+    expect(loadConfig({ SSH_MAX_STARTUPS: '5:50:20' }).sshMaxStartups).toEqual({
+      start: 5,
+      rate: 50,
+      full: 20,
+    });
+    expect(loadConfig({ SSH_MAX_STARTUPS: '8' }).sshMaxStartups).toEqual({
+      start: 8,
+      rate: 100,
+      full: 8,
+    });
+  });
+
   it('reads INTERNAL_URL as an origin, unset as none', () => {
     expect(loadConfig({ INTERNAL_URL: 'http://10.0.0.5:8089/' }).internalUrl).toBe(
       'http://10.0.0.5:8089',
@@ -58,6 +81,12 @@ describe('configuration', () => {
     [{ INTERNAL_URL: 'http://10.0.0.5' }, 'INTERNAL_URL must be http://host:port'],
     [{ INTERNAL_URL: 'http://10.0.0.5:8089/relay' }, 'INTERNAL_URL must be http://host:port'],
     [{ SESSION_LEASE_MS: '100' }, 'SESSION_LEASE_MS must be between 300 and 3600000, got 100'],
+    [{ SSH_MAX_STARTUPS: '10:30' }, 'SSH_MAX_STARTUPS must be start:rate:full'],
+    [{ SSH_MAX_STARTUPS: '20:30:10' }, 'SSH_MAX_STARTUPS must be start:rate:full'],
+    [{ SSH_MAX_STARTUPS: '10:130:100' }, 'SSH_MAX_STARTUPS must be start:rate:full'],
+    [{ SSH_MAX_STARTUPS: '0' }, 'SSH_MAX_STARTUPS must be start:rate:full'],
+    [{ SSH_LOGIN_GRACE_MS: '0' }, 'SSH_LOGIN_GRACE_MS must be between 100 and 3600000, got 0'],
+    [{ SSH_MAX_AUTH_TRIES: '0' }, 'SSH_MAX_AUTH_TRIES must be between 1 and 100, got 0'],
   ])('rejects %o', (env, message) => {
     expect(() => loadConfig(env)).toThrow(`invalid configuration: ${message}`);
   });

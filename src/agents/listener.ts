@@ -201,7 +201,7 @@ function serveAgent(
     /** `-R <hostname>:80:…`: an HTTP endpoint the edge routes to by Host. */
     async function httpBind(bindAddr: string, bindPort: number) {
       const hostname = bindAddr.toLowerCase();
-      const refusal = await bindRefusal(db, credential!, hostname);
+      const refusal = await bindRefusal(db, config, credential!, hostname);
       if (refusal !== undefined) return void (await refuse(hostname, refusal));
       const region = await sessionRegion(db, credential!.accountId, hostname, config.regions);
       return claimed(liveSession(facts(hostname, region), hostname, bindAddr, bindPort));

@@ -17,7 +17,13 @@ import { disconnectWith } from './disconnect.ts';
 import { loadHostKey } from './host-key.ts';
 import type { IpAllowed } from './ip-allowed.ts';
 import { type LiveSession, type SessionRegistry, TOO_MANY_CHANNELS } from './registry.ts';
-import { recordSessionEvent, type SessionFacts, STOP_REASONS } from './session-events.ts';
+import {
+  hasControlCharacters,
+  recordable,
+  recordSessionEvent,
+  type SessionFacts,
+  STOP_REASONS,
+} from './session-events.ts';
 import { AGENT_CIPHERS } from './ssh-ciphers.ts';
 
 // The agent listener (SSH_PORT): stock OpenSSH clients log in with an authtoken (as the user name
@@ -80,7 +86,8 @@ export async function startAgentListener(deps: AgentListenerDeps): Promise<Agent
   });
   ssh.on('connection', (client, info) => {
     const serverIp = localAddresses.get(`${info.ip}:${info.port}`) ?? '';
-    serveAgent(client, { ip: info.ip, serverIp, userAgent: info.header.identRaw }, deps);
+    const userAgent = recordable(info.header.identRaw);
+    serveAgent(client, { ip: info.ip, serverIp, userAgent }, deps);
   });
   ssh.on('error', (error: Error) => deps.logger.warn({ err: error }, 'agent listener error'));
   await new Promise<void>((resolve, reject) => {
@@ -186,6 +193,9 @@ function serveAgent(
       // One endpoint per connection: a further -R is refused (ssh warns; the first one stays).
       if (binding) return reject?.();
       binding = true;
+      if (hasControlCharacters(bindAddr)) {
+        return void (await refuse(recordable(bindAddr), 'the bind address has control characters'));
+      }
       const bound = await (bindPort === HTTP_BIND_PORT ? httpBind : tcpEndpointBind)(
         bindAddr,
         bindPort,

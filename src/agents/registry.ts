@@ -132,6 +132,10 @@ export function createSessionRegistry(deps: SessionRegistryDeps): SessionRegistr
       if ('full' in refused) {
         return `the account already has ${maxPerAccount} live sessions (MAX_SESSIONS_PER_ACCOUNT)`;
       }
+      // Another account's session id is not this agent's business.
+      if (refused.account !== session.facts.credential.accountId) {
+        return `"${session.hostname}" is in use by another agent`;
+      }
       return `"${session.hostname}" is already bound by session ${refused.holder}; stop it first`;
     },
     async release(session) {

@@ -136,6 +136,27 @@ describe.each(STORES)('who may claim a name ($kind)', ({ open }) => {
     expect(soa.authority.map((record) => record.name)).toEqual([`${INGRESS}.`]);
   });
 
+  it('tells another account’s agent only that a name is in use, not by which session', async () => {
+    // C serves a name, then gives its domain up while its agent stays; D claims the domain.
+    const c = await newAccount(t.service);
+    const domain = 'handover.test';
+    const ingress = await c.api('POST', '/agent_ingresses', { domain });
+    const hostname = `app.${domain}`;
+    const holder = await bind(c.api, hostname);
+    const session = await eventually(async () => {
+      if (holder.child.exitCode !== null) throw new Error(`ssh exited: ${holder.output()}`);
+      const list = (await c.api('GET', '/tunnel_sessions')).body.tunnel_sessions;
+      return list.find((s: { metadata: string }) => s.metadata === hostname);
+    }, 'C’s session');
+    expect((await c.api('DELETE', `/agent_ingresses/${ingress.body.id}`)).status).toBe(204);
+    const d = await newAccount(t.service);
+    expect((await d.api('POST', '/agent_ingresses', { domain })).status).toBe(201);
+    const second = await bind(d.api, hostname);
+    expect(await second.exited).not.toBe(0);
+    expect(second.output()).toContain(`"${hostname}" is in use by another agent`);
+    expect(second.output()).not.toContain(session.id);
+  });
+
   it('keeps a nested name stored before overlaps were refused inert: no zone, no bind', async () => {
     // As the probe left it on an older version: B's wildcard inside A's ingress, newer than it.
     const legacy = `*.eu.${INGRESS}`;

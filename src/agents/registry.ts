@@ -69,8 +69,12 @@ export interface SessionRegistryDeps {
   leaseMs: number;
   /** INTERNAL_URL, or '' when other instances cannot reach this one. */
   internalUrl: string;
-  /** Asks the instance at `ownerUrl` to stop its session; false when it has no such session. */
-  stopElsewhere: (ownerUrl: string, id: string, principal: Caller) => Promise<boolean>;
+  /** Asks the instance `owner` to stop its session; false when it has no such session. */
+  stopElsewhere: (
+    owner: { id: string; url: string },
+    id: string,
+    principal: Caller,
+  ) => Promise<boolean>;
 }
 
 /** The store's row of a session this instance owns. */
@@ -163,7 +167,7 @@ export function createSessionRegistry(deps: SessionRegistryDeps): SessionRegistr
           { id },
         );
       }
-      return deps.stopElsewhere(row.owner_url, id, principal);
+      return deps.stopElsewhere({ id: row.owner_id, url: row.owner_url }, id, principal);
     },
     close: () => clearInterval(timer),
   };

@@ -1,8 +1,8 @@
 import { aclAllows } from '../auth/acl.ts';
-import { atOrUnder, baseOf, covers, familyOf, liveClaims } from '../domains/claims.ts';
+import { baseOf, covers, inertClaims, selfAndAncestors } from '../domains/claims.ts';
 import { type ServiceNamesConfig, serviceNameRefusal } from '../domains/service-names.ts';
 import type { Queryable } from '../store/db.ts';
-import { claimsInFamily } from '../store/domain-claims.ts';
+import { claimsAt, claimsUnder } from '../store/domain-claims.ts';
 import type { AgentCredential } from './authenticate.ts';
 
 // Which hostnames an agent may bind (docs/decisions.md#name-claims): names of its account (an
@@ -13,17 +13,25 @@ import type { AgentCredential } from './authenticate.ts';
 
 const HOSTNAME = /^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z0-9-]{1,63}$/;
 
-/** Whose `hostname` is: the closest enclosing live claim's account decides. */
+/**
+ * Whose `hostname` is: no other account's live claim may enclose it, and one of this account's
+ * must cover it. Whether an enclosing claim is live depends on the claims above it (enclosing
+ * too) and under it (under the topmost enclosing one).
+ */
 async function holderOf(
   db: Queryable,
   accountId: string,
   hostname: string,
 ): Promise<'this account' | 'another account' | 'nobody'> {
-  const claims = liveClaims(await claimsInFamily(db, familyOf(hostname)));
-  const enclosing = claims.filter((claim) => atOrUnder(hostname, baseOf(claim.domain)));
-  if (enclosing.some((claim) => claim.accountId !== accountId)) return 'another account';
-  const own = enclosing.some((claim) => covers(claim, hostname));
-  return own ? 'this account' : 'nobody';
+  const enclosing = await claimsAt(db, selfAndAncestors(hostname));
+  if (enclosing.length === 0) return 'nobody';
+  const top = enclosing
+    .map((claim) => baseOf(claim.domain))
+    .reduce((a, b) => (a.length < b.length ? a : b));
+  const inert = inertClaims([...enclosing, ...(await claimsUnder(db, top))]);
+  const live = enclosing.filter((claim) => !inert.has(claim.id));
+  if (live.some((claim) => claim.accountId !== accountId)) return 'another account';
+  return live.some((claim) => covers(claim, hostname)) ? 'this account' : 'nobody';
 }
 
 /** Why `credential` may not bind `hostname`, or undefined when it may. */

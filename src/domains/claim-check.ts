@@ -2,8 +2,8 @@ import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
 import { lockDomainFamily } from '../store/advisory-locks.ts';
 import type { Queryable } from '../store/db.ts';
-import { claimsInFamily } from '../store/domain-claims.ts';
-import { baseOf, type DomainClaim, familyOf, overlap } from './claims.ts';
+import { claimsOverlapping } from '../store/domain-claims.ts';
+import { baseOf, type DomainClaim, familyOf } from './claims.ts';
 import { isPublicSuffix } from './public-suffix.ts';
 import { serviceNameRefusal } from './service-names.ts';
 
@@ -42,8 +42,7 @@ export async function checkClaim(
   const own = serviceNameRefusal(config, base, subdomain);
   if (own !== undefined) throw new AppError('ERR_DOMAIN_TAKEN', own, { field: 'domain' });
   await lockDomainFamily(tx, familyOf(base));
-  for (const held of await claimsInFamily(tx, familyOf(base))) {
-    if (!overlap(baseOf(held.domain), base)) continue;
+  for (const held of await claimsOverlapping(tx, base)) {
     // The same name of the same kind: the store's unique key answers, as it always has.
     if (held.domain === claim.domain && held.kind === claim.kind) continue;
     if (held.accountId !== claim.accountId) {

@@ -61,7 +61,7 @@ export function inertClaims(claims: readonly DomainClaim[]): Set<string> {
   for (const claim of claims) {
     // Every overlapping pair is met once from its deeper (or equal) side: the claim's base and
     // the names above it.
-    for (let name = baseOf(claim.domain); name.includes('.'); name = parentOf(name)) {
+    for (const name of selfAndAncestors(baseOf(claim.domain))) {
       for (const other of byBase.get(name) ?? []) {
         if (other.accountId === claim.accountId) continue;
         inert.add(older(claim, other) === claim ? other.id : claim.id);
@@ -75,8 +75,9 @@ function parentOf(name: string): string {
   return name.slice(name.indexOf('.') + 1);
 }
 
-/** The claims that hold: those not inert. */
-export function liveClaims<T extends DomainClaim>(claims: readonly T[]): T[] {
-  const inert = inertClaims(claims);
-  return claims.filter((claim) => !inert.has(claim.id));
+/** The name and every name above it of two labels or more, deepest first. */
+export function selfAndAncestors(name: string): string[] {
+  const names: string[] = [];
+  for (let at = name; at.includes('.'); at = parentOf(at)) names.push(at);
+  return names;
 }

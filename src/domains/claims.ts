@@ -31,7 +31,7 @@ export function overlap(a: string, b: string): boolean {
 
 /**
  * The last two labels of a name: overlapping names always share them (neither is a single
- * label), so every claim that could overlap a name is found, and locked, by this key.
+ * label), so one lock on this key serializes every claim that could overlap a name.
  */
 export function familyOf(name: string): string {
   return name.split('.').slice(-2).join('.');

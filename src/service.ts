@@ -94,7 +94,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
       maxPerAccount: config.maxSessionsPerAccount,
       leaseMs: config.sessionLeaseMs,
       internalUrl: config.internalUrl,
-      stopElsewhere: (ownerUrl, id, principal) => relayStop(relayAuth, ownerUrl, id, principal),
+      stopElsewhere: (owner, id, principal) => relayStop(relayAuth, owner, id, principal),
     });
     registry = sessions;
     // One cache of IP restrictions: a change through the API applies at once to agents and edge.

@@ -37,9 +37,9 @@ export async function credentialOfToken(
 }
 
 /**
- * The SSH credential registered with this public key. Fingerprints are unique per account
- * (`/ssh_credentials` keys its objects by account), so the lookup is by kind and key across
- * accounts; a key registered in two accounts is ambiguous and refused.
+ * The SSH credential registered with this public key. A fingerprint is unique across the service
+ * (`/ssh_credentials` refuses a key another account holds); a key two accounts registered before
+ * that was so is ambiguous and refused.
  */
 export async function credentialOfKey(
   db: Queryable,

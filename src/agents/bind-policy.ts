@@ -1,45 +1,54 @@
 import { aclAllows } from '../auth/acl.ts';
+import { baseOf, covers, inertClaims, selfAndAncestors } from '../domains/claims.ts';
+import { type ServiceNamesConfig, serviceNameRefusal } from '../domains/service-names.ts';
 import type { Queryable } from '../store/db.ts';
+import { claimsAt, claimsUnder } from '../store/domain-claims.ts';
 import type { AgentCredential } from './authenticate.ts';
 
-// Which hostnames an agent may bind: names of its account (an Agent Ingress domain, its region
-// domains or any name under it; a reserved domain, or a name under a `*.` reserved wildcard),
-// and among them only those its credential's acl allows.
+// Which hostnames an agent may bind (docs/decisions.md#name-claims): names of its account (an
+// Agent Ingress domain, its region domains or any name under it; a reserved domain, or a name
+// under a `*.` reserved wildcard) that no other account's claim encloses, never the service's
+// own names, and among them only those its credential's acl allows. One function for every
+// agent protocol.
 
 const HOSTNAME = /^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z0-9-]{1,63}$/;
 
-/** True when `name` is `domain` or a name under it. */
-function within(name: string, domain: string): boolean {
-  return name === domain || name.endsWith(`.${domain}`);
-}
-
-/** True when `hostname` belongs to the account (see above). */
-async function accountOwns(db: Queryable, accountId: string, hostname: string): Promise<boolean> {
-  const ingresses = await db.query<{ domain: string }>(
-    'SELECT domain FROM agent_ingresses WHERE account_id = $1',
-    [accountId],
-  );
-  if (ingresses.rows.some(({ domain }) => within(hostname, domain))) return true;
-  const reserved = await db.query<{ domain: string }>(
-    `SELECT fields->>'domain' AS domain FROM account_objects
-     WHERE account_id = $1 AND kind = 'reserved_domains'`,
-    [accountId],
-  );
-  return reserved.rows.some(({ domain }) =>
-    domain.startsWith('*.') ? hostname.endsWith(domain.slice(1)) : hostname === domain,
-  );
+/**
+ * Whose `hostname` is: no other account's live claim may enclose it, and one of this account's
+ * must cover it. Whether an enclosing claim is live depends on the claims above it (enclosing
+ * too) and under it (under the topmost enclosing one).
+ */
+async function holderOf(
+  db: Queryable,
+  accountId: string,
+  hostname: string,
+): Promise<'this account' | 'another account' | 'nobody'> {
+  const enclosing = await claimsAt(db, selfAndAncestors(hostname));
+  if (enclosing.length === 0) return 'nobody';
+  const top = enclosing
+    .map((claim) => baseOf(claim.domain))
+    .reduce((a, b) => (a.length < b.length ? a : b));
+  const inert = inertClaims([...enclosing, ...(await claimsUnder(db, top))]);
+  const live = enclosing.filter((claim) => !inert.has(claim.id));
+  if (live.some((claim) => claim.accountId !== accountId)) return 'another account';
+  return live.some((claim) => covers(claim, hostname)) ? 'this account' : 'nobody';
 }
 
 /** Why `credential` may not bind `hostname`, or undefined when it may. */
 export async function bindRefusal(
   db: Queryable,
+  config: ServiceNamesConfig,
   credential: AgentCredential,
   hostname: string,
 ): Promise<string | undefined> {
   if (!HOSTNAME.test(hostname)) {
     return `"${hostname}" is not a hostname: use ssh -R <hostname>:80:localhost:<port>`;
   }
-  if (!(await accountOwns(db, credential.accountId, hostname))) {
+  const own = serviceNameRefusal(config, hostname, true);
+  if (own !== undefined) return own;
+  const holder = await holderOf(db, credential.accountId, hostname);
+  if (holder === 'another account') return `"${hostname}" is a name of another account`;
+  if (holder === 'nobody') {
     return `"${hostname}" is not a domain of this account: create an Agent Ingress or reserve the domain first`;
   }
   if (!aclAllows(credential.acl, hostname)) {

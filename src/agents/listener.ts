@@ -20,7 +20,13 @@ import { loadHostKey } from './host-key.ts';
 import type { IpAllowed } from './ip-allowed.ts';
 import { createLoginLimits, type Login } from './login-limits.ts';
 import { type LiveSession, type SessionRegistry, TOO_MANY_CHANNELS } from './registry.ts';
-import { recordSessionEvent, type SessionFacts, STOP_REASONS } from './session-events.ts';
+import {
+  hasControlCharacters,
+  recordable,
+  recordSessionEvent,
+  type SessionFacts,
+  STOP_REASONS,
+} from './session-events.ts';
 import { AGENT_CIPHERS } from './ssh-ciphers.ts';
 
 // The agent listener (SSH_PORT): stock OpenSSH clients log in with an authtoken (as the user name
@@ -119,7 +125,8 @@ export async function startAgentListener(deps: AgentListenerDeps): Promise<Agent
     const connection = accepted.get(`${info.ip}:${info.port}`);
     if (connection === undefined) return void client.end();
     connection.login.attach(client);
-    const peer = { ip: info.ip, serverIp: connection.serverIp, userAgent: info.header.identRaw };
+    const userAgent = recordable(info.header.identRaw);
+    const peer = { ip: info.ip, serverIp: connection.serverIp, userAgent };
     serveAgent(client, peer, connection.login, deps);
   });
   ssh.on('error', (error: Error) => deps.logger.warn({ err: error }, 'agent listener error'));
@@ -232,6 +239,9 @@ function serveAgent(
       // One endpoint per connection: a further -R is refused (ssh warns; the first one stays).
       if (binding) return reject?.();
       binding = true;
+      if (hasControlCharacters(bindAddr)) {
+        return void (await refuse(recordable(bindAddr), 'the bind address has control characters'));
+      }
       const bound = await (bindPort === HTTP_BIND_PORT ? httpBind : tcpEndpointBind)(
         bindAddr,
         bindPort,
@@ -247,7 +257,7 @@ function serveAgent(
     /** `-R <hostname>:80:…`: an HTTP endpoint the edge routes to by Host. */
     async function httpBind(bindAddr: string, bindPort: number) {
       const hostname = bindAddr.toLowerCase();
-      const refusal = await bindRefusal(db, credential!, hostname);
+      const refusal = await bindRefusal(db, config, credential!, hostname);
       if (refusal !== undefined) return void (await refuse(hostname, refusal));
       const region = await sessionRegion(db, credential!.accountId, hostname, config.regions);
       return claimed(liveSession(facts(hostname, region), hostname, bindAddr, bindPort));

@@ -69,8 +69,12 @@ export interface SessionRegistryDeps {
   leaseMs: number;
   /** INTERNAL_URL, or '' when other instances cannot reach this one. */
   internalUrl: string;
-  /** Asks the instance at `ownerUrl` to stop its session; false when it has no such session. */
-  stopElsewhere: (ownerUrl: string, id: string, principal: Caller) => Promise<boolean>;
+  /** Asks the instance `owner` to stop its session; false when it has no such session. */
+  stopElsewhere: (
+    owner: { id: string; url: string },
+    id: string,
+    principal: Caller,
+  ) => Promise<boolean>;
 }
 
 /** The store's row of a session this instance owns. */
@@ -132,6 +136,10 @@ export function createSessionRegistry(deps: SessionRegistryDeps): SessionRegistr
       if ('full' in refused) {
         return `the account already has ${maxPerAccount} live sessions (MAX_SESSIONS_PER_ACCOUNT)`;
       }
+      // Another account's session id is not this agent's business.
+      if (refused.account !== session.facts.credential.accountId) {
+        return `"${session.hostname}" is in use by another agent`;
+      }
       return `"${session.hostname}" is already bound by session ${refused.holder}; stop it first`;
     },
     async release(session) {
@@ -159,7 +167,7 @@ export function createSessionRegistry(deps: SessionRegistryDeps): SessionRegistr
           { id },
         );
       }
-      return deps.stopElsewhere(row.owner_url, id, principal);
+      return deps.stopElsewhere({ id: row.owner_id, url: row.owner_url }, id, principal);
     },
     close: () => clearInterval(timer),
   };

@@ -24,6 +24,24 @@ export interface SessionFacts {
   startedAt: Date;
 }
 
+/** The most characters of agent-given text (its version string, a refused bind address) kept. */
+const RECORDED_MAX = 255;
+/** Control characters, and surrogates standing alone (in `u` mode a pair is one code point). */
+const UNRECORDABLE = /[\p{Cc}\p{Cs}]/gu;
+
+/**
+ * What an agent sent, as it may be recorded: control characters and lone surrogates taken out
+ * (the store refuses them, and they have no business in a log), at most RECORDED_MAX characters.
+ */
+export function recordable(text: string): string {
+  return text.replace(UNRECORDABLE, '').slice(0, RECORDED_MAX);
+}
+
+/** True when an agent's text has what recordable() takes out (a name with it is refused). */
+export function hasControlCharacters(text: string): boolean {
+  return new RegExp(UNRECORDABLE.source, 'u').test(text);
+}
+
 /** Why a session ended, as its stop event's `error` says. */
 export const STOP_REASONS = {
   clientClosed: 'the agent closed the connection',

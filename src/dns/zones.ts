@@ -1,5 +1,7 @@
 import type { Config } from '../config.ts';
+import { inertClaims } from '../domains/claims.ts';
 import type { Queryable } from '../store/db.ts';
+import { allClaims } from '../store/domain-claims.ts';
 
 /**
  * What the authoritative DNS serves, read from the store: the zones (apexes) it answers for,
@@ -58,22 +60,30 @@ export function buildZoneData(
   return data;
 }
 
-/** Reads the zone data from the store. */
+/**
+ * Reads the zone data from the store: the live claims only (src/domains/claims.ts), so no zone
+ * or name of one account is ever served inside another account's.
+ */
 export async function loadZoneData(db: Queryable, config: ZoneConfig): Promise<ZoneData> {
-  const ingresses = await db.query<{ domain: string }>('SELECT domain FROM agent_ingresses');
+  const inert = inertClaims(await allClaims(db));
+  const ingresses = await db.query<{ id: string; domain: string }>(
+    'SELECT id, domain FROM agent_ingresses',
+  );
   const reserved = await db.query<{
+    id: string;
     domain: string;
     region: string | null;
     cname_target: string | null;
   }>(
-    `SELECT fields->>'domain' AS domain, fields->>'region' AS region,
+    `SELECT id, fields->>'domain' AS domain, fields->>'region' AS region,
             fields->>'cname_target' AS cname_target
      FROM account_objects WHERE kind = 'reserved_domains'`,
   );
+  const live = <T extends { id: string }>(rows: T[]) => rows.filter((row) => !inert.has(row.id));
   return buildZoneData(
     config,
-    ingresses.rows.map((row) => row.domain),
-    reserved.rows,
+    live(ingresses.rows).map((row) => row.domain),
+    live(reserved.rows),
   );
 }
 

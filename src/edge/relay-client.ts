@@ -39,13 +39,17 @@ export interface EdgeRelay {
   ): Promise<boolean>;
 }
 
-/** Facts a relayed edge request carries; the request line and Host too, so a header fits one. */
+/**
+ * Facts a relayed edge request carries; the request line, Host and declared body length too, so
+ * a header fits one request (`length`: its Content-Length, null for a chunked or empty body).
+ */
 export interface RelayedRequest {
   kind: 'edge';
   peer: Peer;
   method: string;
   target: string;
   host: string;
+  length: string | null;
 }
 
 /** Facts a relayed stop request carries. */
@@ -53,6 +57,12 @@ export interface RelayedStop {
   kind: 'stop';
   session: string;
   principal: Caller;
+}
+
+/** An instance as the store names it: its random id and its INTERNAL_URL. */
+export interface Owner {
+  id: string;
+  url: string;
 }
 
 /** The path the owner's relay listener takes stop requests on. */
@@ -108,27 +118,30 @@ function splice(a: Duplex, b: Duplex): void {
 export function createRelayClient(deps: RelayClientDeps): EdgeRelay {
   const agent = new Agent({ keepAlive: true });
 
-  /** The owner's INTERNAL_URL for `host`; undefined when no other instance serves it. */
-  async function ownerOf(host: string): Promise<string | undefined> {
+  /** The instance serving `host` (its store id and INTERNAL_URL); undefined when none other. */
+  async function ownerOf(host: string): Promise<Owner | undefined> {
     const row = await sessionOfEndpoint(deps.db, host);
-    return row === undefined || row.owner_id === deps.ownerId ? undefined : row.owner_url;
+    if (row === undefined || row.owner_id === deps.ownerId) return undefined;
+    return { id: row.owner_id, url: row.owner_url };
   }
 
-  const headers = (request: IncomingMessage, peer: Peer): OutgoingHttpHeaders => ({
+  const headers = (request: IncomingMessage, peer: Peer, owner: Owner): OutgoingHttpHeaders => ({
     ...request.headers,
-    [RELAY_HEADER]: deps.auth.sign({
+    [RELAY_HEADER]: deps.auth.sign(owner.id, {
       kind: 'edge',
       peer,
       method: request.method ?? '',
       target: request.url ?? '',
       host: request.headers.host ?? '',
+      length: request.headers['content-length'] ?? null,
     } satisfies RelayedRequest),
   });
 
   return {
     async request(host, request, response, peer) {
-      const ownerUrl = await ownerOf(host);
-      if (ownerUrl === undefined) return false;
+      const owner = await ownerOf(host);
+      if (owner === undefined) return false;
+      const ownerUrl = owner.url;
       if (ownerUrl === '') {
         request.resume();
         unreachable(response, host);
@@ -138,7 +151,7 @@ export function createRelayClient(deps: RelayClientDeps): EdgeRelay {
         ...target(ownerUrl, request.url ?? '/'),
         agent,
         method: request.method,
-        headers: headers(request, peer),
+        headers: headers(request, peer, owner),
       });
       upstream.on('response', (answer) => {
         response.writeHead(answer.statusCode ?? 502, answer.rawHeaders);
@@ -157,12 +170,12 @@ export function createRelayClient(deps: RelayClientDeps): EdgeRelay {
     },
 
     async upgrade(host, request, socket, head, peer) {
-      const ownerUrl = await ownerOf(host);
-      if (ownerUrl === undefined || ownerUrl === '') return false;
+      const owner = await ownerOf(host);
+      if (owner === undefined || owner.url === '') return false;
       const upstream = httpRequest({
-        ...target(ownerUrl, request.url ?? '/'),
+        ...target(owner.url, request.url ?? '/'),
         method: request.method,
-        headers: headers(request, peer),
+        headers: headers(request, peer, owner),
       });
       upstream.on('upgrade', (answer, ownerSocket, ownerHead) => {
         socket.write(rawHead(answer));
@@ -183,19 +196,19 @@ export function createRelayClient(deps: RelayClientDeps): EdgeRelay {
   };
 }
 
-/** Asks the instance at `ownerUrl` to stop its session `id`; false when it has none such. */
+/** Asks the instance `owner` to stop its session `id`; false when it has none such. */
 export async function relayStop(
   auth: RelayAuth,
-  ownerUrl: string,
+  owner: Owner,
   id: string,
   principal: Caller,
 ): Promise<boolean> {
   const facts: RelayedStop = { kind: 'stop', session: id, principal };
   const status = await new Promise<number>((resolve, reject) => {
     const upstream = httpRequest({
-      ...target(ownerUrl, STOP_PATH),
+      ...target(owner.url, STOP_PATH),
       method: 'POST',
-      headers: { [RELAY_HEADER]: auth.sign(facts) },
+      headers: { [RELAY_HEADER]: auth.sign(owner.id, facts) },
     });
     upstream.on('response', (answer) => {
       answer.resume();

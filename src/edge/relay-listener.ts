@@ -36,15 +36,20 @@ const REFUSAL = 'This listener serves only requests relayed by instances of this
 /** Listens at INTERNAL_URL's port. */
 export async function startRelayListener(deps: RelayListenerDeps): Promise<RelayListener> {
   const { auth, edge, registry, logger } = deps;
-  /** The request's signed facts, the header removed so that it never reaches an agent. */
+  /**
+   * The request's signed facts, the header removed so that it never reaches an agent. An edge
+   * request must be the one signed: its request line, Host and declared body length (Node's
+   * parser reads a body of exactly its Content-Length).
+   */
   const factsOf = (request: IncomingMessage): Relayed | undefined => {
-    const facts = auth.open<Relayed>(request.headers[RELAY_HEADER]);
+    const facts = auth.open<Relayed>(request.headers[RELAY_HEADER], registry.owner.id);
     delete request.headers[RELAY_HEADER];
     if (facts?.kind !== 'edge') return facts;
     const signed =
       facts.method === request.method &&
       facts.target === request.url &&
-      facts.host === (request.headers.host ?? '');
+      facts.host === (request.headers.host ?? '') &&
+      facts.length === (request.headers['content-length'] ?? null);
     return signed ? facts : undefined;
   };
 

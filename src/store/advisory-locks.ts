@@ -3,9 +3,11 @@ import type { Queryable } from './db.ts';
 // Transaction-scoped PostgreSQL advisory locks: held until the transaction ends, across every
 // instance sharing the store, for changes whose check reads rows another change may be writing.
 
-// First keys of the two-key locks, one space each: "ad" (addresses) and "ip" (IP restrictions).
+// First keys of the two-key locks, one space each: "ad" (addresses), "ip" (IP restrictions) and
+// "dn" (domain names).
 const ADDR_ALLOCATION = 0x6164;
 const IP_CHANGES = 0x6970;
+const DOMAIN_CLAIMS = 0x646e;
 
 /** Serializes reserved-address allocation: two instances never pick the same free port. */
 export async function lockAddrAllocation(tx: Queryable): Promise<void> {
@@ -18,4 +20,12 @@ export async function lockAddrAllocation(tx: Queryable): Promise<void> {
  */
 export async function lockAccountIpChanges(tx: Queryable, accountId: string): Promise<void> {
   await tx.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [IP_CHANGES, accountId]);
+}
+
+/**
+ * Serializes the claims of names that could overlap (those of one family: familyOf in
+ * src/domains/claims.ts), so two claims that each overlap nothing yet cannot both be stored.
+ */
+export async function lockDomainFamily(tx: Queryable, family: string): Promise<void> {
+  await tx.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [DOMAIN_CLAIMS, family]);
 }

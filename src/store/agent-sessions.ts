@@ -29,14 +29,15 @@ const LIVE = 'lease_until > now()';
 const lease = (param: number) => `now() + $${param} * interval '1 millisecond'`;
 
 /**
- * Records `session` unless its endpoint is served by a live session (that session's id) or the
- * account holds `maxPerAccount` live sessions; rows past their lease are dropped first.
+ * Records `session` unless its endpoint is served by a live session (that session's id and
+ * account) or the account holds `maxPerAccount` live sessions; rows past their lease are dropped
+ * first.
  */
 export async function claimSession(
   db: { transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T> },
   session: NewSession,
   limits: { maxPerAccount: number; leaseMs: number },
-): Promise<{ holder: string } | { full: true } | undefined> {
+): Promise<{ holder: string; account: string } | { full: true } | undefined> {
   return db.transaction(async (tx) => {
     await tx.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [
       SESSION_CLAIMS,
@@ -59,11 +60,12 @@ export async function claimSession(
       [...columns.map((column) => session[column]), limits.leaseMs],
     );
     if (inserted.rows.length > 0) return undefined;
-    const holder = await tx.query<{ id: string }>(
-      'SELECT id FROM agent_sessions WHERE endpoint = $1',
+    const holder = await tx.query<{ id: string; account_id: string }>(
+      'SELECT id, account_id FROM agent_sessions WHERE endpoint = $1',
       [session.endpoint],
     );
-    return { holder: holder.rows[0]?.id ?? 'of another instance' };
+    const row = holder.rows[0];
+    return { holder: row?.id ?? 'of another instance', account: row?.account_id ?? '' };
   });
 }
 

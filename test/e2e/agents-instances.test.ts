@@ -5,6 +5,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STOP_REASONS } from '../../src/agents/session-events.ts';
 import { createRelayAuth, RELAY_HEADER } from '../../src/edge/relay-auth.ts';
@@ -147,6 +148,21 @@ describe('several instances on one PostgreSQL store', () => {
     return { agent, session };
   }
 
+  /** The store id of the instance serving `hostname`. */
+  async function ownerIdOf(hostname: string): Promise<string> {
+    const client = new pg.Client({ connectionString: store.env.DATABASE_URL });
+    await client.connect();
+    try {
+      const found = await client.query<{ owner_id: string }>(
+        'SELECT owner_id FROM agent_sessions WHERE endpoint = $1',
+        [hostname],
+      );
+      return found.rows[0].owner_id;
+    } finally {
+      await client.end();
+    }
+  }
+
   /** The http_request_complete.v0 events of `path` an instance's file destination holds. */
   const eventsOf = (dataDir: string, path: string) =>
     fileEvents(join(accountEventsDir(dataDir, accountId), 'edge')).filter(
@@ -241,8 +257,10 @@ describe('several instances on one PostgreSQL store', () => {
     expect(forged.status).toBe(403);
     const stop = await fetch(`${internal}/relay/stop`, { method: 'POST' });
     expect(stop.status).toBe(403);
-    // A header an instance signed passes for the request it was signed for, and no other.
+    // A header an instance signed passes once, for the request and the instance it was signed
+    // for, and no other.
     const auth = createRelayAuth(createKeyring(Buffer.from(secretsKey, 'base64')));
+    const owner = await ownerIdOf(hostname);
     const peer = {
       conn: {
         clientIp: '192.0.2.7',
@@ -253,11 +271,24 @@ describe('several instances on one PostgreSQL store', () => {
       },
       tls: undefined,
     };
-    const header = `${RELAY_HEADER}: ${auth.sign({ kind: 'edge', peer, method: 'GET', target: '/signed', host: hostname })}`;
+    const sign = (to: string, target: string, length: string | null = null) =>
+      `${RELAY_HEADER}: ${auth.sign(to, { kind: 'edge', peer, method: length === null ? 'GET' : 'POST', target, host: hostname, length })}`;
+    const header = sign(owner, '/signed');
     const signed = await curl(portsA.internal, hostname, '/signed', ['-H', header]);
     expect(signed.status).toBe(200);
     expect(JSON.parse(signed.body)).toMatchObject({ url: '/signed', forwardedFor: '192.0.2.7' });
-    expect((await curl(portsA.internal, hostname, '/elsewhere', ['-H', header])).status).toBe(403);
+    // The same header again (a replay), for another path, or signed for another instance.
+    expect((await curl(portsA.internal, hostname, '/signed', ['-H', header])).status).toBe(403);
+    const elsewhere = sign(owner, '/elsewhere');
+    expect((await curl(portsA.internal, hostname, '/other', ['-H', elsewhere])).status).toBe(403);
+    const forB = sign('inst_b', '/for-b');
+    expect((await curl(portsA.internal, hostname, '/for-b', ['-H', forB])).status).toBe(403);
+    // A body of the length signed passes; one of another length does not.
+    const upload = (header: string, body: string) =>
+      curl(portsA.internal, hostname, '/upload', ['-H', header, '--data-binary', body]);
+    const posted = await upload(sign(owner, '/upload', '5'), 'hello');
+    expect(JSON.parse(posted.body)).toMatchObject({ method: 'POST', body: 'hello' });
+    expect((await upload(sign(owner, '/upload', '5'), 'hello, world')).status).toBe(403);
   });
 
   it('stops a session of A from B; B then answers 502 for its hostname', async () => {

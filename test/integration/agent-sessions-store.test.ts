@@ -58,6 +58,7 @@ describe.each(STORES)('the shared session registry on $kind', ({ open }) => {
     expect(await claimSession(db, first, LONG)).toBeUndefined();
     expect(await claimSession(db, row('ac_two', 'a.example.com', 'inst_b'), LONG)).toEqual({
       holder: first.id,
+      account: 'ac_one',
     });
     expect((await sessionOfEndpoint(db, 'a.example.com'))?.owner_url).toBe('http://127.0.0.1:1');
     expect((await sessionOfAccount(db, 'ac_one', first.id))?.endpoint).toBe('a.example.com');

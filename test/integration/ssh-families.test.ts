@@ -64,7 +64,7 @@ describe.each(STORES)('SSH families on $kind', ({ open }) => {
   }
 
   describe('/ssh_credentials', () => {
-    it('keeps a key by its ssh-keygen fingerprint, unique in the account, with an acl', async () => {
+    it('keeps a key by its ssh-keygen fingerprint, unique across the service, with an acl', async () => {
       const key = await keygen(dir.path, `cred-${store.kind}`, 'ed25519');
       const { fingerprint } = await keygenFingerprint(`${key.path}.pub`);
       const created = await api('POST', '/ssh_credentials', {
@@ -87,7 +87,7 @@ describe.each(STORES)('SSH families on $kind', ({ open }) => {
       expect((await api('GET', `/ssh_credentials/${created.body.id}`)).body).toEqual(created.body);
       expect((await storedRow(created.body.id)).unique_key).toBe(fingerprint);
 
-      // The same key again, in another form: a clash in this account, fine in another.
+      // The same key again, in another form: a clash in this account, and in another.
       const rfc4716 = await sshKeygen('-e', '-f', `${key.path}.pub`);
       expectError(
         await api('POST', '/ssh_credentials', { public_key: rfc4716 }),
@@ -95,7 +95,12 @@ describe.each(STORES)('SSH families on $kind', ({ open }) => {
         'ERR_ALREADY_EXISTS',
         'public_key',
       );
-      expect((await other('POST', '/ssh_credentials', { public_key: key.pub })).status).toBe(201);
+      expectError(
+        await other('POST', '/ssh_credentials', { public_key: key.pub }),
+        409,
+        'ERR_ALREADY_EXISTS',
+        'registered in another account',
+      );
       expectError(await other('GET', `/ssh_credentials/${created.body.id}`), 404, 'ERR_NOT_FOUND');
 
       const updated = await api('PATCH', `/ssh_credentials/${created.body.id}`, {

@@ -1,7 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { AppError } from '../../errors.ts';
+import { checkClaim, domainTaken } from '../../domains/claim-check.ts';
 import { newId } from '../../ids.ts';
-import { findByUnique } from '../../store/account-objects.ts';
 import {
   type AgentIngressRow,
   deleteAgentIngress,
@@ -20,13 +19,6 @@ import { AGENT_INGRESSES, auditEvent, notFound } from '../resources.ts';
 import { acceptPathEchoes, readBody, rejectUnstorableStrings } from '../validate.ts';
 import { normalizeDomain } from './domain.ts';
 import { presentAgentIngress } from './present.ts';
-
-/** The 409 for a domain an ingress or a reserved domain holds already. */
-export function domainTaken(domain: string): AppError {
-  return new AppError('ERR_DOMAIN_TAKEN', `the domain "${domain}" is already in use`, {
-    field: 'domain',
-  });
-}
 
 /** /agent_ingresses CRUD (docs/decisions.md#resources, #domains). */
 export async function agentIngressRoutes(app: FastifyInstance, deps: ApiDeps): Promise<void> {
@@ -68,12 +60,10 @@ export async function agentIngressRoutes(app: FastifyInstance, deps: ApiDeps): P
       cert_policy: certPolicy(body) ?? null,
       created_at: new Date(),
     };
-    // A reserved domain holds its name as its unique key (src/api/reserved-domains).
-    if ((await findByUnique(db, 'reserved_domains', '', row.domain)) !== undefined) {
-      throw domainTaken(row.domain);
-    }
+    const claim = { accountId: row.account_id, kind: 'agent_ingress', domain: row.domain } as const;
     try {
       const created = await withAudit(db, audit(request, 'created'), async (tx) => {
+        await checkClaim(tx, config, claim);
         await insertAgentIngress(tx, row);
         await provision(tx, row);
         return present(tx, row);

@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto';
+import { checkClaim } from '../../domains/claim-check.ts';
 import { AppError } from '../../errors.ts';
 import type { CertPolicy } from '../../store/agent-ingresses.ts';
 import { cancelJobs } from '../../store/jobs.ts';
 import { normalizeDomain } from '../agent-ingresses/domain.ts';
-import { domainTaken } from '../agent-ingresses/routes.ts';
 import { certPolicy, queueProvisioning, samePolicy } from '../cert-policy.ts';
-import type { Family, FamilyContext } from '../objects/family.ts';
+import type { Family } from '../objects/family.ts';
 import { RESERVED_DOMAINS } from './resource.ts';
 
 const POLICY = 'certificate_management_policy';
@@ -49,12 +49,6 @@ function checkOneSource(certificate: unknown, policy: CertPolicy | null): void {
   }
 }
 
-/** A domain also named by an Agent Ingress (any account) is taken. */
-async function checkNotAnIngress(ctx: FamilyContext, domain: string): Promise<void> {
-  const taken = await ctx.tx.query('SELECT 1 FROM agent_ingresses WHERE domain = $1', [domain]);
-  if (taken.rows.length > 0) throw domainTaken(domain);
-}
-
 /** Reserved domains: a hostname of the service's or a custom one, its CNAME and certificate. */
 export const RESERVED_DOMAINS_FAMILY: Family = {
   resource: RESERVED_DOMAINS,
@@ -71,7 +65,11 @@ export const RESERVED_DOMAINS_FAMILY: Family = {
     }
     const policy = certPolicy(body) ?? null;
     checkOneSource(body.certificate_id, policy);
-    await checkNotAnIngress(ctx, domain);
+    await checkClaim(ctx.tx, ctx.config, {
+      accountId: ctx.accountId,
+      kind: 'reserved_domain',
+      domain,
+    });
     const target = (zone: string) => `${randomLabel()}.${zone}.${ctx.config.serviceDomain}`;
     return {
       fields: {

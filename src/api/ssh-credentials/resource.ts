@@ -48,7 +48,7 @@ export const SSH_CREDENTIALS: Resource = {
     public_key: {
       ...PUBLIC_KEY_FIELD,
       notUpdatable: 'create a new SSH credential',
-      doc: `${PUBLIC_KEY_FIELD.doc}; its SHA256 fingerprint is unique in the account`,
+      doc: `${PUBLIC_KEY_FIELD.doc}; its SHA256 fingerprint is unique across the service`,
     },
     acl: ACL_FIELD,
     owner_id: {

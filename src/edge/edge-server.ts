@@ -201,6 +201,10 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
     );
   }
 
+  /** A throw from a request's handling inside ssh2's parser: that request's channel ends. */
+  const onFault = (error: unknown) =>
+    logger.warn({ err: error }, 'edge: a request failed inside its SSH channel; it alone ends');
+
   /** ip_policy.decision: the one call site of `endpoints` IP restrictions. */
   async function admit(session: LiveSession, peer: Peer): Promise<string> {
     const { accountId } = session.facts.credential;
@@ -236,7 +240,7 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
       return;
     }
     const upstream = httpRequest({
-      agent: channelAgent(session, origin(peer)),
+      agent: channelAgent({ session, origin: origin(peer), onFault }),
       method: request.method,
       path: request.url,
       headers: forwardedHeaders(request, host, peer),

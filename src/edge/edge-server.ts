@@ -12,18 +12,21 @@ import { type ConnectionLimits, capServer, type ListenerName } from '../net/conn
 import { channelAgent, channelConnector } from './channel-agent.ts';
 import { CLIENT_CLOSED_REQUEST, errorPage, refuseUpgrade } from './edge-answers.ts';
 import { type Channels, forwardRequest } from './forward-request.ts';
+import { forwardedHeaders } from './proxy-headers.ts';
 import type { EdgePublisher } from './publisher.ts';
 import type { EdgeRelay } from './relay-client.ts';
+import { targetRefusal } from './request-target.ts';
 import type { SniCertificates } from './sni-certificates.ts';
 import { type CompletedRequest, publishRequestOf, type TlsFacts } from './traffic-event.ts';
 import { tunnelUpgrade, type UpgradeOutcome } from './upgrade-tunnel.ts';
 
 // The edge (EDGE_HTTP_PORT, and EDGE_HTTPS_PORT with a certificate chosen by SNI): a request's
-// Host names the live session that serves it; the request goes to the agent through an SSH
-// channel and the answer streams back. Each completed request becomes an http_request_complete.v0
-// of the session's account. No session: 502; an agent that does not answer within
-// EDGE_RESPONSE_TIMEOUT_MS: 504, or answers a status HTTP does not have: 502; over HTTPS, a Host
-// other than the TLS server name: 421.
+// Host (or its absolute-form target's authority) names the live session that serves it; the
+// request goes to the agent through an SSH channel and the answer streams back. Each completed
+// request becomes an http_request_complete.v0 of the session's account. Two Host fields or a
+// target that is not a path nor an http(s) URL: 400; no session: 502; an agent that does not
+// answer within EDGE_RESPONSE_TIMEOUT_MS: 504, or answers a status HTTP does not have: 502;
+// over HTTPS, a Host other than the TLS server name: 421.
 // A server name no certificate covers fails the handshake (alert handshake_failure): the
 // listener has no default certificate to fall back on.
 // Each listener holds MAX_CONNECTIONS: beyond, HTTP answers 503 ERR_TOO_MANY_CONNECTIONS and
@@ -71,23 +74,6 @@ export interface Edge {
 function hostOf(request: IncomingMessage): string {
   const host = (request.headers.host ?? '').toLowerCase();
   return host.startsWith('[') ? host : host.replace(/:\d+$/, '');
-}
-
-/** The request's headers for the agent, with who asked (X-Forwarded-For, -Host, -Proto). */
-function forwardedHeaders(
-  request: IncomingMessage,
-  host: string,
-  { conn, tls }: Peer,
-): IncomingMessage['headers'] {
-  const client = conn.clientIp;
-  const proto = tls === undefined ? 'http' : 'https';
-  const before = request.headers['x-forwarded-for'];
-  return {
-    ...request.headers,
-    'x-forwarded-for': before === undefined ? client : `${before}, ${client}`,
-    'x-forwarded-host': host,
-    'x-forwarded-proto': proto,
-  };
 }
 
 /** Counts the bytes that pass through a stream. */
@@ -145,6 +131,11 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
   });
 
   function onRequest(request: IncomingMessage, response: ServerResponse) {
+    const refusal = targetRefusal(request);
+    if (refusal !== undefined) {
+      request.resume();
+      return errorPage(response, 400, refusal);
+    }
     const host = hostOf(request);
     const sni = misdirectedFrom(request.socket, host);
     if (sni !== undefined) {
@@ -275,6 +266,7 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
 
   const upgraded = new Set<Duplex>();
   function onUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer) {
+    if (targetRefusal(request) !== undefined) return refuseUpgrade(socket, 400, 'Bad Request');
     const host = hostOf(request);
     if (misdirectedFrom(request.socket, host) !== undefined) {
       return refuseUpgrade(socket, 421, 'Misdirected Request');
@@ -303,7 +295,7 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
       return;
     }
     admit(session, peer).then(
-      async (ipDecision) => {
+      (ipDecision) => {
         const done = (statusCode: number, outcome?: UpgradeOutcome) =>
           report(session, peer, request, {
             requestBytes: outcome?.requestBytes ?? 0,
@@ -319,12 +311,14 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
           refuseUpgrade(socket, 403, 'Forbidden');
           return done(403);
         }
-        const channel = await session.openChannel(origin(peer)).catch(() => undefined);
-        if (channel === undefined) {
-          badGateway();
-          return done(502);
-        }
-        tunnelUpgrade(request, socket, head, channel, (outcome) =>
+        const options = {
+          connect: channelsOf(session, peer).fresh,
+          host,
+          headers: forwardedHeaders(request, host, peer, true),
+          timeoutMs: config.edgeResponseTimeoutMs,
+          logger,
+        };
+        tunnelUpgrade(request, socket, head, options, (outcome) =>
           done(outcome.statusCode, outcome),
         );
       },

@@ -13,6 +13,7 @@ import type { Logger } from '../logger.ts';
 import type { ChannelConnector } from './channel-agent.ts';
 import type { ChannelSocket } from './channel-socket.ts';
 import { errorPage, invalidStatus } from './edge-answers.ts';
+import { endToEndFields } from './proxy-headers.ts';
 
 // One request to an agent and its answer back. The request goes on a pooled channel; one whose
 // channel closes before any byte of an answer, when that channel was a reused one (the agent's
@@ -131,7 +132,7 @@ export function forwardRequest(
     answer.on('data', (chunk: Buffer) => {
       answered.bodyBytes += chunk.length;
     });
-    response.writeHead(status!, answer.rawHeaders);
+    response.writeHead(status!, endToEndFields(answer.rawHeaders));
     pipeline(answer, response, () => {});
   }
 }

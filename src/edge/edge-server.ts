@@ -1,32 +1,32 @@
-import {
-  createServer,
-  request as httpRequest,
-  type IncomingMessage,
-  type Server,
-  type ServerResponse,
-} from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import type { DecideEndpointIp } from '../agents/ip-allowed.ts';
-import { type LiveSession, type SessionRegistry, TOO_MANY_CHANNELS } from '../agents/registry.ts';
+import type { LiveSession, SessionRegistry } from '../agents/registry.ts';
 import type { Config } from '../config.ts';
 import { tooManyConnections } from '../connections.ts';
 import type { Logger } from '../logger.ts';
 import { type ConnectionLimits, capServer, type ListenerName } from '../net/connection-limits.ts';
-import { channelAgent } from './channel-agent.ts';
+import { channelAgent, channelConnector } from './channel-agent.ts';
+import { CLIENT_CLOSED_REQUEST, errorPage, refuseUpgrade } from './edge-answers.ts';
+import { type Channels, forwardRequest } from './forward-request.ts';
+import { forwardedHeaders } from './proxy-headers.ts';
 import type { EdgePublisher } from './publisher.ts';
 import type { EdgeRelay } from './relay-client.ts';
+import { targetRefusal } from './request-target.ts';
 import type { SniCertificates } from './sni-certificates.ts';
 import { type CompletedRequest, publishRequestOf, type TlsFacts } from './traffic-event.ts';
 import { tunnelUpgrade, type UpgradeOutcome } from './upgrade-tunnel.ts';
 
 // The edge (EDGE_HTTP_PORT, and EDGE_HTTPS_PORT with a certificate chosen by SNI): a request's
-// Host names the live session that serves it; the request goes to the agent through an SSH
-// channel and the answer streams back. Each completed request becomes an http_request_complete.v0
-// of the session's account. No session: 502; an agent that does not answer within
-// EDGE_RESPONSE_TIMEOUT_MS: 504; over HTTPS, a Host other than the TLS server name: 421.
+// Host (or its absolute-form target's authority) names the live session that serves it; the
+// request goes to the agent through an SSH channel and the answer streams back. Each completed
+// request becomes an http_request_complete.v0 of the session's account. Two Host fields or a
+// target that is not a path nor an http(s) URL: 400; no session: 502; an agent that does not
+// answer within EDGE_RESPONSE_TIMEOUT_MS: 504, or answers a status HTTP does not have: 502;
+// over HTTPS, a Host other than the TLS server name: 421.
 // A server name no certificate covers fails the handshake (alert handshake_failure): the
 // listener has no default certificate to fall back on.
 // Each listener holds MAX_CONNECTIONS: beyond, HTTP answers 503 ERR_TOO_MANY_CONNECTIONS and
@@ -74,33 +74,6 @@ export interface Edge {
 function hostOf(request: IncomingMessage): string {
   const host = (request.headers.host ?? '').toLowerCase();
   return host.startsWith('[') ? host : host.replace(/:\d+$/, '');
-}
-
-/** The request's headers for the agent, with who asked (X-Forwarded-For, -Host, -Proto). */
-function forwardedHeaders(
-  request: IncomingMessage,
-  host: string,
-  { conn, tls }: Peer,
-): IncomingMessage['headers'] {
-  const client = conn.clientIp;
-  const proto = tls === undefined ? 'http' : 'https';
-  const before = request.headers['x-forwarded-for'];
-  return {
-    ...request.headers,
-    'x-forwarded-for': before === undefined ? client : `${before}, ${client}`,
-    'x-forwarded-host': host,
-    'x-forwarded-proto': proto,
-  };
-}
-
-/** A plain-text error page (the edge's own answers). */
-function errorPage(response: ServerResponse, status: number, text: string): void {
-  if (response.headersSent) {
-    response.destroy();
-    return;
-  }
-  response.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', connection: 'close' });
-  response.end(`${text}\n`);
 }
 
 /** Counts the bytes that pass through a stream. */
@@ -158,6 +131,11 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
   });
 
   function onRequest(request: IncomingMessage, response: ServerResponse) {
+    const refusal = targetRefusal(request);
+    if (refusal !== undefined) {
+      request.resume();
+      return errorPage(response, 400, refusal);
+    }
     const host = hostOf(request);
     const sni = misdirectedFrom(request.socket, host);
     if (sni !== undefined) {
@@ -201,10 +179,20 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
     );
   }
 
+  /** A throw from a request's handling inside ssh2's parser: that request's channel ends. */
+  const onFault = (error: unknown) =>
+    logger.warn({ err: error }, 'edge: a request failed inside its SSH channel; it alone ends');
+
   /** ip_policy.decision: the one call site of `endpoints` IP restrictions. */
   async function admit(session: LiveSession, peer: Peer): Promise<string> {
     const { accountId } = session.facts.credential;
     return (await deps.endpointIp?.(accountId, peer.conn.clientIp)) ?? 'invalid';
+  }
+
+  /** The channels of `session`: its pool, and fresh ones for retries and upgrades. */
+  function channelsOf(session: LiveSession, peer: Peer): Channels {
+    const source = { session, origin: origin(peer), onFault };
+    return { pool: channelAgent(source), fresh: channelConnector(source) };
   }
 
   function forward(
@@ -216,56 +204,35 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
     peer: Peer,
   ): void {
     const requestBody = counted(request);
-    const seen = { headers: {} as IncomingMessage['headers'], bytes: 0, reused: false };
-    // Every answer, the agent's or the edge's own 403/502/504, is one completed request.
-    response.once('close', () =>
+    let answered: ReturnType<typeof forwardRequest> | undefined;
+    // Every answer, the agent's or the edge's own 403/502/504, is one completed request; a
+    // request whose client left before any answer is a 499.
+    const completed = () =>
       report(session, peer, request, {
         requestBytes: requestBody.bytes,
         response: {
-          statusCode: response.statusCode,
-          headers: Object.keys(seen.headers).length > 0 ? seen.headers : response.getHeaders(),
-          bodyLength: seen.bytes,
+          statusCode: response.headersSent ? response.statusCode : CLIENT_CLOSED_REQUEST,
+          headers: answered?.headers ?? response.getHeaders(),
+          bodyLength: answered?.bodyBytes ?? 0,
         },
-        connectionReused: seen.reused,
+        connectionReused: answered?.reused ?? false,
         ipDecision,
-      }),
-    );
+      });
+    if (response.closed) return void completed();
+    response.once('close', completed);
     if (ipDecision === 'block') {
       request.resume();
       errorPage(response, 403, 'Your address is not allowed by an IP restriction.');
       return;
     }
-    const upstream = httpRequest({
-      agent: channelAgent(session, origin(peer)),
-      method: request.method,
-      path: request.url,
+    // The client left while its address was checked: nothing goes to the agent.
+    if (request.socket.destroyed) return;
+    answered = forwardRequest(channelsOf(session, peer), request, response, {
+      host,
       headers: forwardedHeaders(request, host, peer),
+      timeoutMs: config.edgeResponseTimeoutMs,
+      logger,
     });
-    const timer = setTimeout(() => {
-      upstream.destroy();
-      errorPage(response, 504, `The agent for ${host} did not answer in time.`);
-    }, config.edgeResponseTimeoutMs);
-    upstream.on('response', (answer) => {
-      clearTimeout(timer);
-      seen.headers = answer.headers;
-      seen.reused = upstream.reusedSocket;
-      answer.on('data', (chunk: Buffer) => {
-        seen.bytes += chunk.length;
-      });
-      response.writeHead(answer.statusCode ?? 502, answer.rawHeaders);
-      answer.pipe(response);
-    });
-    upstream.on('error', (error) => {
-      clearTimeout(timer);
-      logger.debug({ err: error, host }, 'edge: agent request failed');
-      const busy = (error as NodeJS.ErrnoException).code === TOO_MANY_CHANNELS;
-      errorPage(
-        response,
-        busy ? 503 : 502,
-        `The agent for ${host} is not reachable: ${error.message}.`,
-      );
-    });
-    request.pipe(upstream);
   }
 
   /** Publishes one completed request (or WebSocket connection) of the session's account. */
@@ -299,6 +266,7 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
 
   const upgraded = new Set<Duplex>();
   function onUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer) {
+    if (targetRefusal(request) !== undefined) return refuseUpgrade(socket, 400, 'Bad Request');
     const host = hostOf(request);
     if (misdirectedFrom(request.socket, host) !== undefined) {
       return refuseUpgrade(socket, 421, 'Misdirected Request');
@@ -327,7 +295,7 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
       return;
     }
     admit(session, peer).then(
-      async (ipDecision) => {
+      (ipDecision) => {
         const done = (statusCode: number, outcome?: UpgradeOutcome) =>
           report(session, peer, request, {
             requestBytes: outcome?.requestBytes ?? 0,
@@ -343,12 +311,14 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
           refuseUpgrade(socket, 403, 'Forbidden');
           return done(403);
         }
-        const channel = await session.openChannel(origin(peer)).catch(() => undefined);
-        if (channel === undefined) {
-          badGateway();
-          return done(502);
-        }
-        tunnelUpgrade(request, socket, head, channel, (outcome) =>
+        const options = {
+          connect: channelsOf(session, peer).fresh,
+          host,
+          headers: forwardedHeaders(request, host, peer, true),
+          timeoutMs: config.edgeResponseTimeoutMs,
+          logger,
+        };
+        tunnelUpgrade(request, socket, head, options, (outcome) =>
           done(outcome.statusCode, outcome),
         );
       },
@@ -446,9 +416,4 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
     );
     return server as unknown as Server;
   }
-}
-
-/** The edge's own answer to an Upgrade it does not tunnel. */
-function refuseUpgrade(socket: Duplex, status: number, reason: string): void {
-  socket.end(`HTTP/1.1 ${status} ${reason}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
 }

@@ -5,20 +5,22 @@ import {
   type OutgoingHttpHeaders,
   type ServerResponse,
 } from 'node:http';
-import type { Duplex } from 'node:stream';
+import { type Duplex, pipeline } from 'node:stream';
 import type { Caller } from '../auth/api-key-auth.ts';
 import { AppError } from '../errors.ts';
 import type { Logger } from '../logger.ts';
 import { sessionOfEndpoint } from '../store/agent-sessions.ts';
 import type { Db } from '../store/db.ts';
 import type { Peer } from './edge-server.ts';
+import { endToEndFields, endToEndHeaders, responseHead } from './proxy-headers.ts';
 import { RELAY_HEADER, type RelayAuth } from './relay-auth.ts';
 
 // The relaying side: a request for a hostname whose session lives on another instance goes to
 // that instance's INTERNAL_URL with the client's connection facts in the signed relay header,
 // and the answer streams back. The owner serves it as its own (IP restrictions, 504, events):
 // the traffic event is the owner's, so it is emitted once. An owner that cannot be reached
-// makes a 502 here, without an event (as for a hostname no session serves).
+// makes a 502 here, without an event (as for a hostname no session serves). The relay is a hop
+// like any other: hop-by-hop fields stop here both ways (proxy-headers.ts).
 
 /** Hands a request for a hostname this instance does not serve to the instance that does. */
 export interface EdgeRelay {
@@ -92,15 +94,6 @@ function unreachable(response: ServerResponse, host: string): void {
   );
 }
 
-/** The HTTP/1.1 head of an answer, written to a raw socket. */
-function rawHead(answer: IncomingMessage): string {
-  const lines = [`HTTP/1.1 ${answer.statusCode} ${answer.statusMessage ?? ''}`];
-  for (let i = 0; i < answer.rawHeaders.length; i += 2) {
-    lines.push(`${answer.rawHeaders[i]}: ${answer.rawHeaders[i + 1]}`);
-  }
-  return `${lines.join('\r\n')}\r\n\r\n`;
-}
-
 /** Joins two byte streams both ways; either end closing closes both. */
 function splice(a: Duplex, b: Duplex): void {
   a.pipe(b).pipe(a);
@@ -125,8 +118,13 @@ export function createRelayClient(deps: RelayClientDeps): EdgeRelay {
     return { id: row.owner_id, url: row.owner_url };
   }
 
-  const headers = (request: IncomingMessage, peer: Peer, owner: Owner): OutgoingHttpHeaders => ({
-    ...request.headers,
+  const headers = (
+    request: IncomingMessage,
+    peer: Peer,
+    owner: Owner,
+    upgrade = false,
+  ): OutgoingHttpHeaders => ({
+    ...endToEndHeaders(request.headers, upgrade),
     [RELAY_HEADER]: deps.auth.sign(owner.id, {
       kind: 'edge',
       peer,
@@ -154,8 +152,8 @@ export function createRelayClient(deps: RelayClientDeps): EdgeRelay {
         headers: headers(request, peer, owner),
       });
       upstream.on('response', (answer) => {
-        response.writeHead(answer.statusCode ?? 502, answer.rawHeaders);
-        answer.pipe(response);
+        response.writeHead(answer.statusCode ?? 502, endToEndFields(answer.rawHeaders));
+        pipeline(answer, response, () => {});
       });
       upstream.on('error', (error) => {
         deps.logger.warn({ err: error, host, ownerUrl }, 'edge: relay to the owner failed');
@@ -175,18 +173,20 @@ export function createRelayClient(deps: RelayClientDeps): EdgeRelay {
       const upstream = httpRequest({
         ...target(owner.url, request.url ?? '/'),
         method: request.method,
-        headers: headers(request, peer, owner),
+        headers: headers(request, peer, owner, true),
       });
       upstream.on('upgrade', (answer, ownerSocket, ownerHead) => {
-        socket.write(rawHead(answer));
+        socket.write(responseHead(answer, endToEndFields(answer.rawHeaders, true)));
         if (ownerHead.length > 0) socket.write(ownerHead);
         if (head.length > 0) ownerSocket.write(head);
         splice(socket, ownerSocket);
       });
-      // The agent (or the owner) refused the upgrade: its answer goes back as it is.
+      // The agent (or the owner) refused the upgrade: its answer goes back, and the connection
+      // ends after it (the owner's does).
       upstream.on('response', (answer) => {
-        socket.write(rawHead(answer));
-        answer.pipe(socket);
+        const fields = endToEndFields(answer.rawHeaders).concat('Connection', 'close');
+        socket.write(responseHead(answer, fields));
+        pipeline(answer, socket, () => {});
       });
       upstream.on('error', () => socket.destroy());
       socket.once('close', () => upstream.destroy());

@@ -1,16 +1,22 @@
-import type { IncomingMessage } from 'node:http';
+import { request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { RELAY_HEADER } from './relay-auth.ts';
+import { pipeline } from 'node:stream';
+import { TOO_MANY_CHANNELS } from '../agents/registry.ts';
+import type { Logger } from '../logger.ts';
+import type { ChannelConnector } from './channel-agent.ts';
+import { CLIENT_CLOSED_REQUEST, invalidStatus, refuseUpgrade } from './edge-answers.ts';
+import { endToEndFields, responseHead } from './proxy-headers.ts';
 import { splice } from './splice.ts';
 
-// A WebSocket (any Upgrade) through the edge: the request head goes to the agent, then bytes flow
-// both ways untouched until either side closes. The agent's answer head (`101 Switching
-// Protocols`, or a refusal) is read as it passes, so the connection's one event can say what the
-// agent answered and how many bytes went each way after the heads.
+// A WebSocket (any Upgrade) through the edge: the request goes to the agent on a channel of its
+// own, as any request's head does (its fields rewritten the same way); a 101 joins the client's
+// socket and the channel, and bytes flow both ways untouched until either side closes. An agent
+// that answers anything else has its answer passed on, and the connection ends there: no raw
+// tunnel is left for later requests to ride without events or rewritten fields.
 
 /** What passed through one upgraded connection, known when it closes. */
 export interface UpgradeOutcome {
-  /** The agent's status code; 0 when it sent no complete head. */
+  /** The agent's status code, or the edge's own (502, 503, 504, and 499 when the client left). */
   statusCode: number;
   headers: NodeJS.Dict<string | string[]>;
   /** Bytes from the client after its request head (WebSocket frames, both directions framed). */
@@ -19,75 +25,105 @@ export interface UpgradeOutcome {
   responseBytes: number;
 }
 
-/** A head longer than this is not read: its bytes count as the answer's. */
-const MAX_HEAD_BYTES = 64 * 1024;
-const HEAD_END = Buffer.from('\r\n\r\n');
-
-/** The status code and headers of an HTTP/1.1 answer head (without its blank line). */
-export function parseResponseHead(head: string): Pick<UpgradeOutcome, 'statusCode' | 'headers'> {
-  const [statusLine = '', ...lines] = head.split('\r\n');
-  const statusCode = Number(statusLine.split(' ')[1]);
-  const headers: NodeJS.Dict<string | string[]> = {};
-  for (const line of lines) {
-    const colon = line.indexOf(':');
-    if (colon <= 0) continue;
-    const name = line.slice(0, colon).trim().toLowerCase();
-    const value = line.slice(colon + 1).trim();
-    const before = headers[name];
-    headers[name] = before === undefined ? value : [before, value].flat();
-  }
-  return { statusCode: Number.isInteger(statusCode) ? statusCode : 0, headers };
+export interface UpgradeOptions {
+  /** Opens the upgrade's channel. */
+  connect: ChannelConnector;
+  /** The routed host, for logs. */
+  host: string;
+  headers: OutgoingHttpHeaders;
+  timeoutMs: number;
+  logger: Logger;
 }
 
-/** Watches the agent's bytes: the answer head once complete, then a count of what follows. */
-function answerReader(outcome: UpgradeOutcome): (chunk: Buffer) => void {
-  let pending: Buffer | undefined = Buffer.alloc(0);
-  return (chunk) => {
-    if (pending === undefined) {
-      outcome.responseBytes += chunk.length;
-      return;
-    }
-    pending = Buffer.concat([pending, chunk]);
-    const end = pending.indexOf(HEAD_END);
-    if (end >= 0) {
-      Object.assign(outcome, parseResponseHead(pending.subarray(0, end).toString('latin1')));
-      outcome.responseBytes += pending.length - end - HEAD_END.length;
-      pending = undefined;
-    } else if (pending.length > MAX_HEAD_BYTES) {
-      outcome.responseBytes += pending.length;
-      pending = undefined;
-    }
-  };
-}
+/** How long a refused upgrade's connection may stay half-closed, waiting for the client's end. */
+const LINGER_MS = 5000;
 
 /**
- * Sends the request head (and `head`, the bytes read past it) to the agent over `channel`, then
- * joins the client's socket and the channel; `onClose` gets the outcome once either side closes.
+ * Sends the Upgrade request to the agent and carries what follows (`head`: the client's bytes
+ * read past its head); `onClose` gets the outcome once the client's connection closed.
  */
 export function tunnelUpgrade(
   request: IncomingMessage,
   socket: Duplex,
   head: Buffer,
-  channel: Duplex,
+  { connect, host, headers, timeoutMs, logger }: UpgradeOptions,
   onClose: (outcome: UpgradeOutcome) => void,
 ): void {
-  const lines = [`${request.method} ${request.url} HTTP/1.1`];
-  for (let i = 0; i < request.rawHeaders.length; i += 2) {
-    // A relayed Upgrade's signature is for this instance, not the agent.
-    if (request.rawHeaders[i].toLowerCase() === RELAY_HEADER) continue;
-    lines.push(`${request.rawHeaders[i]}: ${request.rawHeaders[i + 1]}`);
-  }
-  channel.write(`${lines.join('\r\n')}\r\n\r\n`);
-  if (head.length > 0) channel.write(head);
   const outcome: UpgradeOutcome = {
     statusCode: 0,
     headers: {},
     requestBytes: head.length,
     responseBytes: 0,
   };
+  // The client left while its address was checked: nothing goes to the agent.
+  if (socket.destroyed) return void onClose({ ...outcome, statusCode: CLIENT_CLOSED_REQUEST });
+  const upstream = httpRequest({
+    method: request.method,
+    path: request.url,
+    headers,
+    createConnection: connect,
+  });
+  /** The edge's own answer instead of the agent's. */
+  const refuse = (status: number, reason: string) => {
+    clearTimeout(timer);
+    outcome.statusCode = status;
+    upstream.destroy();
+    refuseUpgrade(socket, status, reason);
+  };
+  const timer = setTimeout(() => {
+    logger.info({ host, timeoutMs }, 'edge: the agent did not answer an upgrade in time (504)');
+    refuse(504, 'Gateway Timeout');
+  }, timeoutMs);
+  socket.once('close', () => {
+    clearTimeout(timer);
+    upstream.destroy();
+    if (outcome.statusCode === 0) outcome.statusCode = CLIENT_CLOSED_REQUEST;
+    onClose(outcome);
+  });
   socket.on('data', (chunk: Buffer) => {
     outcome.requestBytes += chunk.length;
   });
-  channel.on('data', answerReader(outcome));
-  splice(socket, channel, () => onClose(outcome));
+
+  upstream.on('upgrade', (answer, channel: Duplex, agentHead: Buffer) => {
+    clearTimeout(timer);
+    Object.assign(outcome, { statusCode: 101, headers: answer.headers });
+    outcome.responseBytes += agentHead.length;
+    channel.on('data', (chunk: Buffer) => {
+      outcome.responseBytes += chunk.length;
+    });
+    socket.write(responseHead(answer, endToEndFields(answer.rawHeaders, true)));
+    if (agentHead.length > 0) socket.write(agentHead);
+    if (head.length > 0) channel.write(head);
+    splice(socket, channel, () => {});
+  });
+  upstream.on('response', (answer) => {
+    clearTimeout(timer);
+    if (invalidStatus(answer.statusCode)) {
+      logger.warn(
+        { host, status: answer.statusCode },
+        'edge: the agent answered an invalid status',
+      );
+      return refuse(502, 'Bad Gateway');
+    }
+    Object.assign(outcome, { statusCode: answer.statusCode, headers: answer.headers });
+    answer.on('data', (chunk: Buffer) => {
+      outcome.responseBytes += chunk.length;
+    });
+    // Framed by the connection's end: the client's further bytes are read and dropped.
+    const fields = endToEndFields(answer.rawHeaders).concat('Connection', 'close');
+    socket.write(responseHead(answer, fields));
+    socket.resume();
+    pipeline(answer, socket, () => {});
+    socket.once('finish', () => {
+      const linger = setTimeout(() => socket.destroy(), LINGER_MS).unref();
+      socket.once('close', () => clearTimeout(linger));
+    });
+  });
+  upstream.on('error', (error) => {
+    if (outcome.statusCode !== 0 || socket.destroyed) return;
+    const busy = (error as NodeJS.ErrnoException).code === TOO_MANY_CHANNELS;
+    logger.info({ err: error, host }, 'edge: the upgrade request to the agent failed');
+    refuse(busy ? 503 : 502, busy ? 'Service Unavailable' : 'Bad Gateway');
+  });
+  upstream.end();
 }

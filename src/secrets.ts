@@ -98,8 +98,8 @@ async function keyFromFile(dataDir: string): Promise<Buffer> {
 
 /** The configured keyring: SECRETS_KEY, or the key in DATA_DIR/secrets.key (made on first start). */
 export async function loadKeyring(
-  config: Pick<Config, 'dataDir' | 'secretsKey' | 'previousSecretsKeys'>,
+  config: Pick<Config, 'dataDir' | 'secretsKey' | 'secretsKeyPrevious'>,
 ): Promise<Keyring> {
   const current = config.secretsKey ?? (await keyFromFile(config.dataDir));
-  return createKeyring(current, config.previousSecretsKeys);
+  return createKeyring(current, config.secretsKeyPrevious);
 }

@@ -33,7 +33,13 @@ function named(pool: Event[], prefix: string): Event[] {
  * all of it is sent, as many clients do (Python's requests, curl without Expect): what it reads,
  * or the error that ended the exchange.
  */
-async function postThenRead(url: string, path: string, size: number, chunked: boolean) {
+async function postThenRead(
+  url: string,
+  path: string,
+  size: number,
+  chunked: boolean,
+  token: string | null = TEST_BOOTSTRAP_KEY,
+) {
   const { hostname, port } = new URL(url);
   const socket = connect({ host: hostname, port: Number(port), allowHalfOpen: true }).pause();
   let error: string | undefined;
@@ -42,10 +48,8 @@ async function postThenRead(url: string, path: string, size: number, chunked: bo
   });
   // The service's FIN ('end') after its answer, or a reset ('close' after an error).
   const ended = new Promise<void>((resolve) => socket.once('end', resolve).once('close', resolve));
-  const headers: Record<string, string | number> = {
-    authorization: `Bearer ${TEST_BOOTSTRAP_KEY}`,
-    'content-type': 'application/json',
-  };
+  const headers: Record<string, string | number> = { 'content-type': 'application/json' };
+  if (token !== null) headers.authorization = `Bearer ${token}`;
   if (chunked) headers['transfer-encoding'] = 'chunked';
   else headers['content-length'] = size;
   const write = (data: Buffer | string) =>
@@ -123,6 +127,13 @@ describe('an early answer reaches the client before the connection closes', () =
       expectError({ status: 413, body, headers: new Headers() }, 413, 'ERR_BODY_TOO_LARGE');
     },
   );
+
+  it('answers a large upload without a key with 401, read after sending it all', async () => {
+    const url = context.service.url;
+    const sent = await postThenRead(url, '/event_destinations', 24 * MiB, true, null);
+    expect(sent.error).toBeUndefined();
+    expect(sent.received).toMatch(/^HTTP\/1.1 401 /);
+  });
 });
 
 /**

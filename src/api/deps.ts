@@ -36,6 +36,9 @@ export interface ApiDeps {
   taps?: Taps;
   /** An account's own pipeline counters (GET /pipeline/stats); absent: it answers 503. */
   stats?: (accountId: string) => PipelineStats;
-  /** The places of event streams and destination tests (restApi makes them for its listener). */
+  /**
+   * The places of event streams and destination tests, sized for the API listener's cap (restApi
+   * makes them from MAX_CONNECTIONS unless given).
+   */
   longLived: LongLivedAnswers;
 }

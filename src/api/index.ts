@@ -44,9 +44,11 @@ export type RouteTable = { method: string; url: string }[];
  */
 export async function restApi(
   app: FastifyInstance,
-  options: Omit<ApiDeps, 'longLived'> & { routes: RouteTable },
+  options: Omit<ApiDeps, 'longLived'> &
+    Partial<Pick<ApiDeps, 'longLived'>> & { routes: RouteTable },
 ): Promise<void> {
-  const deps = { ...options, longLived: createLongLivedAnswers(options.config.maxConnections) };
+  const longLived = options.longLived ?? createLongLivedAnswers(options.config.maxConnections);
+  const deps = { ...options, longLived };
   const methodsByUrl = new Map<string, Set<string>>();
   let collecting = true;
   app.addHook('onRoute', (route) => {

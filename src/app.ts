@@ -3,6 +3,7 @@ import type { SessionRegistry } from './agents/registry.ts';
 import { STOP_REASONS } from './agents/session-events.ts';
 import { frameworkErrors, installErrorHandlers } from './api/http-errors.ts';
 import { type RouteTable, restApi } from './api/index.ts';
+import { createLongLivedAnswers } from './api/long-lived.ts';
 import { openApiDocument } from './api/openapi.ts';
 import { createTokenSet } from './auth/tokens.ts';
 import type { Config } from './config.ts';
@@ -117,6 +118,8 @@ export async function buildApp({
     testDestination: pipeline.testDestination,
     taps: pipeline.taps,
     stats: pipeline.stats,
+    // Sized for the listener's cap as the open-file limit leaves it.
+    longLived: createLongLivedAnswers(connectionLimits.perListener),
     sessions,
     ipRestrictions,
     onObjectDeleted: (kind, id) => endSessionsOf(sessions, kind, id),

@@ -52,7 +52,7 @@ export interface Config {
   /** Key that encrypts destination secrets in the store; unset: DATA_DIR/secrets.key. */
   secretsKey: Buffer | undefined;
   /** Earlier keys, accepted to decrypt while a rotation re-encrypts with secretsKey. */
-  previousSecretsKeys: Buffer[];
+  secretsKeyPrevious: Buffer[];
   /** Time a client has to send a whole HTTP/1.1 request, headers and body, ms. */
   requestTimeoutMs: number;
   /** Time a client has to send a request's headers, ms (at most requestTimeoutMs). */
@@ -306,13 +306,9 @@ export function loadConfig(env: Env = process.env): Config {
   if (databaseUrl !== undefined && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
     throw new ConfigError('DATABASE_URL', 'must start with postgres:// or postgresql://');
   }
-  const maxIngestBytes = integer(
-    env,
-    'MAX_INGEST_BYTES',
-    16 * 1024 * 1024,
-    1024,
-    256 * 1024 * 1024,
-  );
+  // 4 MiB, gRPC's default message size: the bound the workers' heaps and the in-flight budget
+  // were sized with (docs/decisions.md#ingest-bounds).
+  const maxIngestBytes = integer(env, 'MAX_INGEST_BYTES', 4 * 1024 * 1024, 1024, 256 * 1024 * 1024);
   const maxInflightBytes = integer(env, 'MAX_INFLIGHT_BYTES', 48 * 1024 * 1024, 1024, 2 ** 40);
   if (maxInflightBytes < maxIngestBytes) {
     throw new ConfigError(
@@ -350,7 +346,7 @@ export function loadConfig(env: Env = process.env): Config {
     rateLimitPerSecond: integer(env, 'RATE_LIMIT_PER_SECOND', 50, 1, 1_000_000),
     rateLimitBurst: integer(env, 'RATE_LIMIT_BURST', 100, 1, 1_000_000),
     secretsKey: env.SECRETS_KEY ? parseSecretsKey(env.SECRETS_KEY, 'SECRETS_KEY') : undefined,
-    previousSecretsKeys: list(env, 'SECRETS_KEY_PREVIOUS', '').map((raw) =>
+    secretsKeyPrevious: list(env, 'SECRETS_KEY_PREVIOUS', '').map((raw) =>
       parseSecretsKey(raw, 'SECRETS_KEY_PREVIOUS'),
     ),
     requestTimeoutMs,

@@ -5,6 +5,7 @@ import { fromClientError, rawErrorResponse } from './api/http-errors.ts';
 import type { Config } from './config.ts';
 import { AppError } from './errors.ts';
 import { newId } from './ids.ts';
+import { lingering, lingerOnClose } from './lingering-close.ts';
 import type { Logger } from './logger.ts';
 import { type ConnectionLimits, capServer, type Refusal } from './net/connection-limits.ts';
 
@@ -82,6 +83,7 @@ export function createConnections(
   function capConnections(server: Server): void {
     server.on('connection', (socket: Socket) => {
       sockets.add(socket);
+      lingerOnClose(socket, () => exchanges.get(socket)?.request, requestTimeoutMs);
       socket.once('close', () => {
         sockets.delete(socket);
         exchanges.delete(socket);
@@ -109,6 +111,8 @@ export function createConnections(
   /** Answers what Node's parser or timeouts report before a request exists, then closes. */
   function answerClientError(error: Error & { code?: string }, socket: Socket): void {
     if (socket.destroyed) return;
+    // Already answered: the request timeout ends the rest of its lingering close.
+    if (lingering(socket)) return void socket.destroy();
     const answer = fromClientError(error, { requestTimeoutMs, headersTimeoutMs });
     // Never write into a response already under way: that would corrupt it.
     if (answer === undefined || exchanges.get(socket)?.response.headersSent) {
@@ -136,7 +140,7 @@ export function createConnections(
       capConnections(app.server);
       trackExchanges(app.server);
       // An answer sent before its request was received whole (a 401 to a body still coming):
-      // close rather than keep reading the rest.
+      // the connection ends after it, with a lingering close (src/lingering-close.ts).
       app.addHook('onSend', (request, reply, payload, done) => {
         if (!request.raw.complete) reply.header('connection', 'close');
         done(null, payload);

@@ -9,6 +9,10 @@ import { StoreInUseError } from './store/store-lock.ts';
 // own user: files 0600, directories 0700, whatever umask the shell had.
 process.umask(0o077);
 
+/** The settings that choose where the service listens, named when a listener cannot start. */
+const LISTEN_SETTINGS =
+  'HOST, PORT, GRPC_PORT, SSH_PORT, EDGE_HTTP_PORT, EDGE_HTTPS_PORT, DNS_PORT, INTERNAL_URL';
+
 let config: ReturnType<typeof loadConfig>;
 try {
   config = loadConfig();
@@ -33,9 +37,10 @@ const { startService } = await import('./service.ts');
 
 const logger = createLogger(config.logLevel);
 const service = await startService(config, logger).catch((error: unknown) => {
-  if (!(error instanceof StoreInUseError)) throw error;
-  process.stderr.write(`${error.message}\n`);
-  process.exit(75); // EX_TEMPFAIL: start again once the other process has stopped
+  const [line, code] = refusal(error) ?? [];
+  if (line === undefined) throw error;
+  process.stderr.write(`${line}\n`);
+  process.exit(code);
 });
 logger.info({ url: service.url, store: service.db.kind }, 'listening');
 // The banner is for people and goes to stderr: stdout carries only JSON log lines, and the first
@@ -75,4 +80,21 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
       },
     );
   });
+}
+
+/**
+ * A start that failed on what the operator set, as one line and an exit code; undefined for
+ * anything else (a bug: its stack is what helps). A setting found wrong only at start (SECRETS_KEY
+ * against the store, DATABASE_URL), a port taken, a store another process holds.
+ */
+function refusal(error: unknown): [string, number] | undefined {
+  if (error instanceof ConfigError) return [error.message, 78]; // EX_CONFIG, as loadConfig's
+  if (error instanceof StoreInUseError) return [error.message, 75]; // EX_TEMPFAIL: once it stops
+  const { code, syscall, address, port } = error as NodeJS.ErrnoException & {
+    address?: string;
+    port?: number;
+  };
+  if (syscall !== 'listen' || (code !== 'EADDRINUSE' && code !== 'EACCES')) return undefined;
+  const why = code === 'EADDRINUSE' ? 'the address is in use' : 'permission denied';
+  return [`cannot listen on ${address}:${port}: ${why}; see ${LISTEN_SETTINGS}`, 78];
 }

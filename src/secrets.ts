@@ -1,7 +1,7 @@
 import { createCipheriv, createDecipheriv, createHash, createHmac, randomBytes } from 'node:crypto';
 import { link, readFile, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { type Config, parseSecretsKey } from './config.ts';
+import { type Config, ConfigError, parseSecretsKey } from './config.ts';
 import { fsyncDir } from './fsync-dir.ts';
 import { pathExists } from './path-exists.ts';
 
@@ -52,9 +52,11 @@ export function createKeyring(current: Buffer, previous: readonly Buffer[] = [])
       const [id, data = ''] = value.slice(PREFIX.length).split(':');
       const key = keys.get(id);
       if (key === undefined) {
-        throw new Error(
-          `a destination secret is encrypted with key ${id}, which is neither SECRETS_KEY ` +
-            `(${currentId}) nor in SECRETS_KEY_PREVIOUS`,
+        throw new ConfigError(
+          'SECRETS_KEY',
+          `does not open the store's secrets: one is sealed with key ${id}, which is neither ` +
+            `SECRETS_KEY (${currentId}) nor in SECRETS_KEY_PREVIOUS; set the key that sealed it ` +
+            '(a generated key is in DATA_DIR/secrets.key of the instance that made it), the same on every instance',
         );
       }
       const body = Buffer.from(data, 'base64url');
@@ -96,10 +98,31 @@ async function keyFromFile(dataDir: string): Promise<Buffer> {
   return parseSecretsKey((await readFile(path, 'utf8')).trim(), path);
 }
 
-/** The configured keyring: SECRETS_KEY, or the key in DATA_DIR/secrets.key (made on first start). */
+/**
+ * SECRETS_KEY is unset with a shared store: each instance would generate a key of its own and
+ * seal with it what the others cannot open (docs/decisions.md#shared-secrets-key).
+ */
+async function sharedStoreWithoutKey(dataDir: string): Promise<ConfigError> {
+  const path = join(dataDir, SECRETS_KEY_FILE);
+  const how = (await pathExists(path))
+    ? `this instance generated one earlier: set SECRETS_KEY to the content of ${path} on every instance`
+    : "if an instance ran on this database without it, take the key from that instance's DATA_DIR/secrets.key; else make one (openssl rand -base64 32)";
+  return new ConfigError(
+    'SECRETS_KEY',
+    `must be set with DATABASE_URL, the same on every instance sharing the store; ${how}`,
+  );
+}
+
+/**
+ * The configured keyring: SECRETS_KEY, or with the embedded store the key in
+ * DATA_DIR/secrets.key (made on first start). Throws ConfigError when a shared store has none.
+ */
 export async function loadKeyring(
-  config: Pick<Config, 'dataDir' | 'secretsKey' | 'previousSecretsKeys'>,
+  config: Pick<Config, 'dataDir' | 'databaseUrl' | 'secretsKey' | 'secretsKeyPrevious'>,
 ): Promise<Keyring> {
+  if (config.secretsKey === undefined && config.databaseUrl !== undefined) {
+    throw await sharedStoreWithoutKey(config.dataDir);
+  }
   const current = config.secretsKey ?? (await keyFromFile(config.dataDir));
-  return createKeyring(current, config.previousSecretsKeys);
+  return createKeyring(current, config.secretsKeyPrevious);
 }

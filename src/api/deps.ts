@@ -6,6 +6,7 @@ import type { Taps } from '../pipeline/taps.ts';
 import type { TestDelivery } from '../pipeline/test-delivery.ts';
 import type { Keyring } from '../secrets.ts';
 import type { Db } from '../store/db.ts';
+import type { LongLivedAnswers } from './long-lived.ts';
 
 /** What every REST resource plugin is given. */
 export interface ApiDeps {
@@ -35,4 +36,9 @@ export interface ApiDeps {
   taps?: Taps;
   /** An account's own pipeline counters (GET /pipeline/stats); absent: it answers 503. */
   stats?: (accountId: string) => PipelineStats;
+  /**
+   * The places of event streams and destination tests, sized for the API listener's cap (restApi
+   * makes them from MAX_CONNECTIONS unless given).
+   */
+  longLived: LongLivedAnswers;
 }

@@ -12,6 +12,7 @@ import {
   createIpRestrictionHook,
   createRestrictionInvalidation,
 } from './ip-restrictions/enforce.ts';
+import { createLongLivedAnswers } from './long-lived.ts';
 import { FAMILIES } from './objects/families.ts';
 import { familyRoutes } from './objects/routes.ts';
 import { createRateLimitHook } from './rate-limit.ts';
@@ -43,8 +44,11 @@ export type RouteTable = { method: string; url: string }[];
  */
 export async function restApi(
   app: FastifyInstance,
-  deps: ApiDeps & { routes: RouteTable },
+  options: Omit<ApiDeps, 'longLived'> &
+    Partial<Pick<ApiDeps, 'longLived'>> & { routes: RouteTable },
 ): Promise<void> {
+  const longLived = options.longLived ?? createLongLivedAnswers(options.config.maxConnections);
+  const deps = { ...options, longLived };
   const methodsByUrl = new Map<string, Set<string>>();
   let collecting = true;
   app.addHook('onRoute', (route) => {

@@ -64,6 +64,12 @@ export const TAP_QUERY = {
   max_seconds: 'how long the tap stays open (1-600, default 60)',
 };
 
+/** The query parameter of GET /pipeline/stats. */
+export const STATS_QUERY = {
+  max_seconds:
+    'with Accept: text/event-stream, how long the stream stays open (1-600, default 60); it ends with an `end` event',
+};
+
 const TAP_SUMMARY =
   'Stream (Server-Sent Events) what the subscription delivers now, after field selection; lossy, bounded';
 
@@ -449,8 +455,9 @@ export const TOP_LEVEL_ROUTES: readonly ExtraRoute[] = [
     method: 'GET',
     path: '/pipeline/stats',
     summary:
-      "The caller's account's pipeline counters (events, subscriptions' matches, destinations) as JSON; with Accept: text/event-stream, one every second",
+      "The caller's account's pipeline counters (events, subscriptions' matches, destinations) as JSON; with Accept: text/event-stream, one every second for max_seconds",
     status: 200,
+    query: STATS_QUERY,
     response: PIPELINE_STATS_SCHEMA,
   },
   ...TUNNEL_SESSION_ROUTES,

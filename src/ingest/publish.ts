@@ -50,7 +50,7 @@ export function respond(
     const cause = outcome.cause instanceof AppError ? outcome.cause : AppError.from(outcome);
     deps.metrics.ingestRequests.inc({ result: cause.code });
   }
-  return answer(request, reply, wire, outcome, deps.maxIngestBytes);
+  return answer(request, reply, wire, outcome);
 }
 
 /**

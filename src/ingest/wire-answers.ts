@@ -49,46 +49,27 @@ function sendGrpc(reply: FastifyReply, body: Uint8Array | undefined, error?: Con
   return reply;
 }
 
-/** How long a client answered early may take to finish sending before it is hung up on. */
-const LINGER_MS = 2_000;
-
 /**
- * An answer given before the client finished sending: what it still sends is read and dropped,
- * up to `maxBytes` and for LINGER_MS (so it surely reads the answer, and an HTTP/1.1 connection
- * stays usable); beyond either the connection is closed. HTTP/2 resets the stream (NO_ERROR)
+ * An answer given before the client finished sending. HTTP/1.1: the connection's lingering
+ * close reads and drops the rest (src/lingering-close.ts). HTTP/2 resets the stream (NO_ERROR)
  * once the answer's trailers are out, which tells the client to stop sending.
  */
-function endUnread(request: FastifyRequest, maxBytes: number): void {
+function endUnread(request: FastifyRequest): void {
   const raw = request.raw;
   raw.on('error', () => {}); // a client that goes away meanwhile is no one's concern
-  if (raw.httpVersionMajor < 2) {
-    const hangUp = () => raw.socket?.destroy();
-    const timer = setTimeout(hangUp, LINGER_MS);
-    raw.once('end', () => clearTimeout(timer));
-    let dropped = 0;
-    raw.on('data', (chunk: Buffer) => {
-      dropped += chunk.length;
-      if (dropped > maxBytes) hangUp();
-    });
-    raw.resume();
-    return;
-  }
+  if (raw.httpVersionMajor < 2) return;
   const { stream } = raw as unknown as { stream: ServerHttp2Stream };
   stream.once('wantTrailers', () => setImmediate(() => stream.close(constants.NGHTTP2_NO_ERROR)));
 }
 
-/**
- * Answers `outcome` (the binary PublishResponse, or the error) in the request's protocol; up to
- * `maxBytes` of a body left unread are read and dropped.
- */
+/** Answers `outcome` (the binary PublishResponse, or the error) in the request's protocol. */
 export function answer(
   request: FastifyRequest,
   reply: FastifyReply,
   wire: Wire,
   outcome: Uint8Array | ConnectError,
-  maxBytes: number,
 ): FastifyReply {
-  if (!request.raw.complete) endUnread(request, maxBytes);
+  if (!request.raw.complete) endUnread(request);
   const error = outcome instanceof ConnectError ? outcome : undefined;
   const body = error === undefined ? message(wire, outcome as Uint8Array) : undefined;
   reply.header('content-type', contentType(wire));

@@ -1,4 +1,3 @@
-import { AppError } from '../errors.ts';
 import { newId } from '../ids.ts';
 import type { TapCatch, TapSpec, TapTarget } from './tap-tee.ts';
 
@@ -12,12 +11,13 @@ export interface TapBounds {
   maxSeconds: number;
 }
 
-/** The bounds a caller may ask for, and how many taps may be open (each costs the workers). */
+/**
+ * The bounds a caller may ask for. How many taps may be open (each costs the workers) is bounded
+ * with the other long-lived answers, by the routes (src/api/long-lived.ts).
+ */
 export const TAP_LIMITS = {
   rate: { default: 10, max: 100 },
   maxSeconds: { default: 60, max: 600 },
-  perAccount: 5,
-  total: 64,
 };
 
 /** One message of a tap. */
@@ -42,7 +42,7 @@ export type TapMessage =
 export interface Taps {
   /**
    * Opens a tap for `accountId`; `send` gets its messages until the returned function closes it
-   * (or it ends). Throws ERR_RATE_LIMITED when the account or the service has too many open.
+   * (or it ends).
    */
   open(
     accountId: string,
@@ -125,16 +125,6 @@ export function createTaps(): Taps {
   };
   return {
     open(accountId, partial, bounds, send) {
-      const ofAccount = [...open.values()].filter((tap) => tap.accountId === accountId).length;
-      if (ofAccount >= TAP_LIMITS.perAccount || open.size >= TAP_LIMITS.total) {
-        const limit =
-          ofAccount >= TAP_LIMITS.perAccount
-            ? `${TAP_LIMITS.perAccount} per account`
-            : `${TAP_LIMITS.total} in all`;
-        throw new AppError('ERR_RATE_LIMITED', `too many taps open (at most ${limit}); close one`, {
-          limit: ofAccount >= TAP_LIMITS.perAccount ? TAP_LIMITS.perAccount : TAP_LIMITS.total,
-        });
-      }
       const spec: TapSpec = { ...partial, id: newId('tap') };
       const tap = openTap(accountId, spec, bounds, send, () => {
         open.delete(spec.id);

@@ -1,6 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { PGlite } from '@electric-sql/pglite';
+import { ConfigError } from '../config.ts';
 import { restrictTree } from '../data-dir.ts';
 import { lockStore } from './store-lock.ts';
 
@@ -94,7 +95,11 @@ export async function openPostgres(connectionString: string): Promise<Db> {
   // An idle client's connection can end under us (server restart, admin terminate): the pool
   // drops it and the next query opens another; without a listener it would crash the process.
   pool.on('error', () => {});
-  const client = await pool.connect();
+  const client = await pool.connect().catch(async (error: Error) => {
+    await pool.end();
+    // The message names what failed (host, database, role), never the URL: it may hold a password.
+    throw new ConfigError('DATABASE_URL', `does not connect: ${error.message}`);
+  });
   client.release();
   const query = async <Row>(sql: string, params?: unknown[]) =>
     (await pool.query(sql, params)) as unknown as QueryResult<Row>;

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -6,7 +7,7 @@ import pg from 'pg';
 /** Where a test's store lives: the env variables that point the service at it, and cleanup. */
 export interface TestStore {
   kind: 'pglite' | 'postgres';
-  env: { DATA_DIR: string; DATABASE_URL?: string };
+  env: { DATA_DIR: string; DATABASE_URL?: string; SECRETS_KEY?: string };
   cleanup(): Promise<void>;
 }
 
@@ -24,7 +25,10 @@ export async function pgliteStore(): Promise<TestStore> {
   };
 }
 
-/** A fresh database on the machine's PostgreSQL, dropped at cleanup. */
+/**
+ * A fresh database on the machine's PostgreSQL, dropped at cleanup, with its own SECRETS_KEY (a
+ * shared store needs one: docs/decisions.md#shared-secrets-key).
+ */
 export async function postgresStore(): Promise<TestStore> {
   const name = `agin_test_${process.pid}_${Math.random().toString(36).slice(2, 10)}`;
   const admin = new pg.Client({ connectionString: POSTGRES_ADMIN_URL });
@@ -36,7 +40,11 @@ export async function postgresStore(): Promise<TestStore> {
   const dir = mkdtempSync(join(tmpdir(), 'agin-pg-'));
   return {
     kind: 'postgres',
-    env: { DATA_DIR: dir, DATABASE_URL: url.toString() },
+    env: {
+      DATA_DIR: dir,
+      DATABASE_URL: url.toString(),
+      SECRETS_KEY: randomBytes(32).toString('base64'),
+    },
     async cleanup() {
       const client = new pg.Client({ connectionString: POSTGRES_ADMIN_URL });
       await client.connect();

@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { mintApiKey } from '../../src/api/api-keys/mint.ts';
-import { TAP_LIMITS } from '../../src/pipeline/taps.ts';
+import { LONG_LIVED_PER_ACCOUNT } from '../../src/api/long-lived.ts';
 import { createAccount } from '../../src/store/accounts.ts';
 import { generateEvents } from '../helpers/events.ts';
 import { expectError } from '../helpers/expect-error.ts';
@@ -183,7 +183,7 @@ describe('taps: what a subscription (or a filter not saved yet) matches, live an
   it('caps the taps an account may hold open; another account is not held back', async () => {
     const url = `${ctx.service.url}/event_subscriptions/${subscriptionB}/tap`;
     const held = [];
-    for (let i = 0; i < TAP_LIMITS.perAccount; i++) {
+    for (let i = 0; i < LONG_LIVED_PER_ACCOUNT; i++) {
       const tap = await openSse(url, { headers: auth(keyB) });
       expect(tap.status).toBe(200);
       held.push(tap);

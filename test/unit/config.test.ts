@@ -96,8 +96,8 @@ describe('configuration', () => {
     const base64 = Buffer.alloc(32, 7).toString('base64');
     const config = loadConfig({ SECRETS_KEY: base64, SECRETS_KEY_PREVIOUS: `${hex}, ${base64}` });
     expect(config.secretsKey).toEqual(Buffer.alloc(32, 7));
-    expect(config.previousSecretsKeys).toEqual([Buffer.from(hex, 'hex'), Buffer.alloc(32, 7)]);
+    expect(config.secretsKeyPrevious).toEqual([Buffer.from(hex, 'hex'), Buffer.alloc(32, 7)]);
     expect(loadConfig({}).secretsKey).toBeUndefined();
-    expect(loadConfig({}).previousSecretsKeys).toEqual([]);
+    expect(loadConfig({}).secretsKeyPrevious).toEqual([]);
   });
 });

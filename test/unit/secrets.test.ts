@@ -52,7 +52,12 @@ describe('loadKeyring', () => {
 
   it('generates DATA_DIR/secrets.key (0600) when SECRETS_KEY is unset, and keeps using it', async () => {
     dir = mkdtempSync(join(tmpdir(), 'keyring-'));
-    const config = { dataDir: dir, secretsKey: undefined, previousSecretsKeys: [] };
+    const config = {
+      dataDir: dir,
+      databaseUrl: undefined,
+      secretsKey: undefined,
+      secretsKeyPrevious: [],
+    };
     const sealed = (await loadKeyring(config)).seal('secret');
     const file = join(dir, 'secrets.key');
     expect(statSync(file).mode & 0o777).toBe(0o600);
@@ -63,7 +68,12 @@ describe('loadKeyring', () => {
   it('uses SECRETS_KEY when set and writes no file', async () => {
     dir = mkdtempSync(join(tmpdir(), 'keyring-'));
     const secretsKey = key();
-    const keyring = await loadKeyring({ dataDir: dir, secretsKey, previousSecretsKeys: [] });
+    const keyring = await loadKeyring({
+      dataDir: dir,
+      databaseUrl: undefined,
+      secretsKey,
+      secretsKeyPrevious: [],
+    });
     expect(createKeyring(secretsKey).open(keyring.seal('secret'))).toBe('secret');
     expect(() => statSync(join(dir, 'secrets.key'))).toThrow();
   });

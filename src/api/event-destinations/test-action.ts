@@ -10,7 +10,8 @@ import { objectWith } from '../validate.ts';
  * pipeline and says honestly what happened: `delivered` (the target took it) or `spooled` (kept
  * on disk and retried like any event, with the target's error). Both are 200: the event is
  * durable either way. Ownership is checked in the store first, so another account's id is 404
- * before anything is sent.
+ * before anything is sent. The answer waits on the account's own target (up to its request
+ * timeout), so it is a long-lived answer (src/api/long-lived.ts).
  */
 export function addDestinationTestAction(app: FastifyInstance, deps: ApiDeps): void {
   const { db, keyring } = deps;
@@ -23,7 +24,8 @@ export function addDestinationTestAction(app: FastifyInstance, deps: ApiDeps): v
     if (deps.testDestination === undefined) {
       throw new AppError('ERR_UNAVAILABLE', 'this instance cannot send test events (no pipeline)');
     }
-    const result = await deps.testDestination(accountId, id);
+    const release = deps.longLived.take(accountId);
+    const result = await deps.testDestination(accountId, id).finally(release);
     if (!result.durable) {
       throw new AppError(
         'ERR_UNAVAILABLE',

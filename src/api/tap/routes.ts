@@ -6,17 +6,26 @@ import { TAP_LIMITS, type TapBounds, type TapMessage, type Taps } from '../../pi
 import { getEventSubscription, sourcesOf } from '../../store/event-subscriptions.ts';
 import type { ApiDeps } from '../deps.ts';
 import { readSource } from '../event-subscriptions/sources.ts';
-import { EVENT_SUBSCRIPTIONS, notFound, TAP_QUERY, TOP_LEVEL_ROUTES } from '../resources.ts';
+import {
+  EVENT_SUBSCRIPTIONS,
+  notFound,
+  STATS_QUERY,
+  TAP_QUERY,
+  TOP_LEVEL_ROUTES,
+} from '../resources.ts';
 import { checkShape, FIELD_CODES } from '../validate.ts';
 import { type EventStream, openEventStream } from './sse.ts';
 
 // The live views of the pipeline: taps on a subscription (or one of its sources), a preview of
-// a filter not saved yet, and the caller's account's counters. Each answers Server-Sent Events; every
-// stream ends when the service closes, so none holds shutdown up.
+// a filter not saved yet, and the caller's account's counters. Each answers Server-Sent Events
+// for at most max_seconds, within the account's places for long-lived answers
+// (src/api/long-lived.ts); every stream ends when the service closes, so none holds shutdown up.
 
 const PREVIEW = TOP_LEVEL_ROUTES.find((route) => route.name === 'filters.preview')!;
 const STATS = TOP_LEVEL_ROUTES.find((route) => route.name === 'pipeline.stats')!;
 const STATS_INTERVAL_MS = 1_000;
+/** How long a stream of the stats stays open: the taps' bounds. */
+const STATS_SECONDS = TAP_LIMITS.maxSeconds;
 
 type Params = { Params: { id: string } };
 type SourceParams = { Params: { id: string; type: string } };
@@ -42,18 +51,24 @@ function bound(
   return number;
 }
 
-/** The tap's bounds from `?rate=&max_seconds=`; any other parameter is refused. */
-function readBounds(query: unknown): TapBounds {
+/** The query's parameters, when each is one `allowed` names. */
+function queryOf(query: unknown, allowed: Record<string, string>): Record<string, unknown> {
   const params = (query ?? {}) as Record<string, unknown>;
   for (const key of Object.keys(params)) {
-    if (!Object.hasOwn(TAP_QUERY, key)) {
+    if (!Object.hasOwn(allowed, key)) {
       throw new AppError(
         'ERR_INVALID_QUERY',
-        `unknown query parameter "${key}"; allowed: ${Object.keys(TAP_QUERY).join(', ')}`,
+        `unknown query parameter "${key}"; allowed: ${Object.keys(allowed).join(', ')}`,
         { field: key },
       );
     }
   }
+  return params;
+}
+
+/** The tap's bounds from `?rate=&max_seconds=`; any other parameter is refused. */
+function readBounds(query: unknown): TapBounds {
+  const params = queryOf(query, TAP_QUERY);
   return {
     ratePerSecond: bound(params, 'rate', TAP_LIMITS.rate),
     maxSeconds: bound(params, 'max_seconds', TAP_LIMITS.maxSeconds),
@@ -74,15 +89,24 @@ function dataOf(message: TapMessage): string {
 export async function tapRoutes(app: FastifyInstance, deps: ApiDeps): Promise<void> {
   const { db } = deps;
   const open = new Set<EventStream>();
-  // Taps say why they end; the other streams just close.
+  /** How each open stats stream ends, saying why. */
+  const statsEnds = new Set<(reason: 'max_duration' | 'shutdown') => void>();
+  // Taps and stats streams say why they end; the other streams just close.
   app.addHook('preClose', async () => {
     deps.taps?.closeAll();
+    for (const end of statsEnds) end('shutdown');
     for (const stream of open) stream.end();
   });
 
-  function track(stream: EventStream): EventStream {
+  /** Opens an event stream once the account has a place for it (ERR_RATE_LIMITED if not). */
+  function openStream(request: FastifyRequest, reply: FastifyReply): EventStream {
+    const release = deps.longLived.take(request.caller.accountId);
+    const stream = openEventStream(request, reply);
     open.add(stream);
-    stream.onClose(() => open.delete(stream));
+    stream.onClose(() => {
+      open.delete(stream);
+      release();
+    });
     return stream;
   }
 
@@ -99,13 +123,11 @@ export async function tapRoutes(app: FastifyInstance, deps: ApiDeps): Promise<vo
     spec: TapTarget,
     bounds: TapBounds,
   ) {
-    let stream: EventStream | undefined;
-    // Opened first, so that a refusal is an error answer; it sends nothing before its first tick.
+    const stream = openStream(request, reply);
     const close = taps.open(request.caller.accountId, spec, bounds, (message) => {
-      stream?.send(message.kind, dataOf(message));
-      if (message.kind === 'end') stream?.end();
+      stream.send(message.kind, dataOf(message));
+      if (message.kind === 'end') stream.end();
     });
-    stream = track(openEventStream(request, reply));
     stream.send(
       'open',
       JSON.stringify({ rate: bounds.ratePerSecond, max_seconds: bounds.maxSeconds }),
@@ -168,14 +190,26 @@ export async function tapRoutes(app: FastifyInstance, deps: ApiDeps): Promise<vo
     tap(request, reply, taps, { kind: 'preview', accountId, type, filter, fields }, bounds);
   });
 
+  // A stream of them ends after max_seconds, as a tap does, with an `end` event saying so.
   app.get(STATS.path, async (request, reply) => {
+    const maxSeconds = bound(queryOf(request.query, STATS_QUERY), 'max_seconds', STATS_SECONDS);
     const stats = available(deps.stats, 'the pipeline');
     const { accountId } = request.caller;
     if (!request.headers.accept?.includes('text/event-stream')) return stats(accountId);
-    const stream = track(openEventStream(request, reply));
+    const stream = openStream(request, reply);
     const send = () => stream.send('stats', JSON.stringify(stats(accountId)));
+    const end = (reason: 'max_duration' | 'shutdown') => {
+      stream.send('end', JSON.stringify({ reason }));
+      stream.end();
+    };
     const timer = setInterval(send, STATS_INTERVAL_MS);
-    stream.onClose(() => clearInterval(timer));
+    const deadline = setTimeout(() => end('max_duration'), maxSeconds * 1000);
+    statsEnds.add(end);
+    stream.onClose(() => {
+      clearInterval(timer);
+      clearTimeout(deadline);
+      statsEnds.delete(end);
+    });
     send();
   });
 }

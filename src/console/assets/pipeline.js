@@ -23,21 +23,27 @@ function useStats() {
   useEffect(() => {
     const abort = new AbortController();
     let previous;
-    stream('GET', '/pipeline/stats', {
-      signal: abort.signal,
-      onEvent(_name, stats) {
-        const seconds = previous && (Date.parse(stats.at) - Date.parse(previous.at)) / 1000;
-        const rates = {};
-        for (const [key] of COUNTERS) rates[key] = rate(stats[key], previous?.[key], seconds);
-        const matchedBefore = new Map(previous?.subscriptions.map((s) => [s.id, s.events_matched]));
-        const matchRates = {};
-        for (const { id, events_matched } of stats.subscriptions) {
-          matchRates[id] = rate(events_matched, matchedBefore.get(id), seconds);
-        }
-        previous = stats;
-        setState({ stats, rates, matchRates, error: '' });
-      },
-    }).catch((error) => abort.signal.aborted || setState((s) => ({ ...s, error: error.message })));
+    const onEvent = (name, stats) => {
+      if (name !== 'stats') return;
+      const seconds = previous && (Date.parse(stats.at) - Date.parse(previous.at)) / 1000;
+      const rates = {};
+      for (const [key] of COUNTERS) rates[key] = rate(stats[key], previous?.[key], seconds);
+      const matchedBefore = new Map(previous?.subscriptions.map((s) => [s.id, s.events_matched]));
+      const matchRates = {};
+      for (const { id, events_matched } of stats.subscriptions) {
+        matchRates[id] = rate(events_matched, matchedBefore.get(id), seconds);
+      }
+      previous = stats;
+      setState({ stats, rates, matchRates, error: '' });
+    };
+    // A stream lasts max_seconds, then ends (`end`): the next one takes over.
+    (async () => {
+      while (!abort.signal.aborted) {
+        await stream('GET', '/pipeline/stats?max_seconds=600', { signal: abort.signal, onEvent });
+      }
+    })().catch(
+      (error) => abort.signal.aborted || setState((s) => ({ ...s, error: error.message })),
+    );
     return () => abort.abort();
   }, []);
   return state;

@@ -1,10 +1,10 @@
 import { createClient } from '@clickhouse/client';
-import { createLogger } from '../src/logger.ts';
-import { byTable, encodeRowBinary } from '../src/sinks/clickhouse/encode.ts';
-import { parseClickHouseSinkConfig } from '../src/sinks/clickhouse/index.ts';
-import { serverProfile } from '../src/sinks/clickhouse/schema.ts';
-import { createClickHouseSink } from '../src/sinks/clickhouse/sink.ts';
-import { tableForEventType } from '../src/sinks/clickhouse/tables.ts';
+import { byTable, encodeRowBinary } from '../src/data-plane/sinks/clickhouse/encode.ts';
+import { parseClickHouseSinkConfig } from '../src/data-plane/sinks/clickhouse/index.ts';
+import { serverProfile } from '../src/data-plane/sinks/clickhouse/schema.ts';
+import { createClickHouseSink } from '../src/data-plane/sinks/clickhouse/sink.ts';
+import { tableForEventType } from '../src/data-plane/sinks/clickhouse/tables.ts';
+import { createLogger } from '../src/shared/logger.ts';
 import { startClickHouse } from '../test/helpers/clickhouse.ts';
 import { jsonEachRowRows } from '../test/helpers/clickhouse-json-rows.ts';
 import { recordBatches } from './lib/records.ts';

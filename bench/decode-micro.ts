@@ -1,6 +1,6 @@
 // Micro benchmark of the worker's per-request decoding: protobuf-es's fromBinary followed by the
 // catalogue's trafficToJson per event (the baseline, what route-events.ts does today) against
-// the generated wire decoder (src/catalogue/wire-decode.ts) producing the same JSON directly.
+// the generated wire decoder (src/data-plane/wire-json/wire-decode.ts) producing the same JSON directly.
 // Input: 500-event PublishRequests from test/helpers/events.ts (≈70% http_request_complete).
 // Run: npx node bench/decode-micro.ts   (prints events/s of both and the ratio)
 //
@@ -10,7 +10,7 @@
 
 import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import { type EventJson, trafficToJson } from '../src/catalogue/index.ts';
-import { decodePublishRequest } from '../src/catalogue/wire-decode.ts';
+import { decodePublishRequest } from '../src/data-plane/wire-json/wire-decode.ts';
 import { PublishRequestSchema } from '../src/gen/agent_ingress/ingest/v0/ingest_pb.ts';
 import { generateEvents } from '../test/helpers/events.ts';
 import { spreadOf, spreadText } from './lib/spread.ts';

@@ -1,6 +1,6 @@
 import { type EventJson, trafficToJson } from '../src/catalogue/index.ts';
-import { cachedFilter } from '../src/filter/cached-filter.ts';
-import { compileFilter } from '../src/filter/index.ts';
+import { cachedFilter } from '../src/data-plane/filter/cached-filter.ts';
+import { compileFilter } from '../src/data-plane/filter/index.ts';
 import type { HttpRequestComplete } from '../src/gen/agent_ingress/events/v0/traffic_pb.ts';
 import { generateEvents, seededRandom } from '../test/helpers/events.ts';
 import { printTable, report } from './lib/report.ts';
@@ -15,7 +15,7 @@ import { geomean, median, ratioOf } from './lib/stats.ts';
 // Two workloads: "distinct" (generated traffic, nearly every connection tuple different: the
 // worst case, and what the JSON line `filter` reports) and "repeating" (the same events drawn
 // from REPEAT_TUPLES tuples, as when a few clients talk to a few hosts): there the
-// tuple-keyed result cache (src/filter/cached-filter.ts) answers, reported as `filter-cached`.
+// tuple-keyed result cache (src/data-plane/filter/cached-filter.ts) answers, reported as `filter-cached`.
 
 const TYPE = 'http_request_complete.v0';
 const EVENTS = 4096;

@@ -1,9 +1,9 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { CompressionTypes, Kafka, logLevel, type Message, Partitioners } from 'kafkajs';
-import { patchRequestQueue } from '../src/sinks/kafka/request-queue-fix.ts';
+import { patchRequestQueue } from '../src/data-plane/sinks/kafka/request-queue-fix.ts';
 
 // bench:kafka's baseline, in a worker thread of its own: kafkajs exactly as published. The sink
-// in the main thread runs with its kafkajs fixes (src/sinks/kafka/*-fix.ts), which change
+// in the main thread runs with its kafkajs fixes (src/data-plane/sinks/kafka/*-fix.ts), which change
 // kafkajs's module cache process-wide, so the raw producer needs a module registry they have not
 // touched. It does get the idle-timer fix (request-queue-fix.ts): without it each connection
 // runs a 1 ms timer loop that would take CPU from the sink between sends. On {batch: i} it sends messages[i] and answers with the send's milliseconds, timed
@@ -32,7 +32,7 @@ for (const batch of setup.messages) {
     }
   }
 }
-// The sink's client and producer settings (src/sinks/kafka/sink.ts), minus its logger.
+// The sink's client and producer settings (src/data-plane/sinks/kafka/sink.ts), minus its logger.
 const retry = { retries: 2, initialRetryTime: 100, maxRetryTime: 1_000 };
 const kafka = new Kafka({
   clientId: setup.clientId,

@@ -1,10 +1,10 @@
 import { once } from 'node:events';
 import { Worker } from 'node:worker_threads';
 import { Kafka, logLevel } from 'kafkajs';
-import { createLogger } from '../src/logger.ts';
-import { encodeMessages } from '../src/sinks/kafka/encode.ts';
-import { parseKafkaSinkConfig } from '../src/sinks/kafka/index.ts';
-import { createKafkaSink } from '../src/sinks/kafka/sink.ts';
+import { encodeMessages } from '../src/data-plane/sinks/kafka/encode.ts';
+import { parseKafkaSinkConfig } from '../src/data-plane/sinks/kafka/index.ts';
+import { createKafkaSink } from '../src/data-plane/sinks/kafka/sink.ts';
+import { createLogger } from '../src/shared/logger.ts';
 import { startKafka } from '../test/helpers/kafka.ts';
 import type { RawSetup } from './kafka-raw.ts';
 import { recordBatches } from './lib/records.ts';

@@ -25,7 +25,7 @@ const SAMPLE_S = Number(process.env.BENCH_SOAK_SAMPLE_S ?? 10);
 const EVENTS_PER_REQUEST = Number(process.env.BENCH_EVENTS_PER_REQUEST ?? 100);
 const SVG = join(import.meta.dirname, 'results', 'soak.svg');
 const LAG_METRICS = [
-  'agent_ingress_nodejs_eventloop_lag_p99_seconds', // the service's own (src/metrics.ts prefix)
+  'agent_ingress_nodejs_eventloop_lag_p99_seconds', // the service's own (src/shared/metrics.ts prefix)
   'nodejs_eventloop_lag_p99_seconds',
   'nodejs_eventloop_delay_p99_seconds',
   'nodejs_eventloop_lag_seconds',

@@ -1,8 +1,8 @@
 import { existsSync } from 'node:fs';
 import { enableCompileCache } from 'node:module';
 import { join } from 'node:path';
-import { ConfigError, loadConfig } from './config.ts';
-import { setHeapGrowth } from './heap-growth.ts';
+import { ConfigError, loadConfig } from './config/load.ts';
+import { setHeapGrowth } from './shared/heap-growth.ts';
 import { StoreInUseError } from './store/store-lock.ts';
 
 // Everything the service creates (store files, spools, event files, the secrets key) is for its
@@ -32,7 +32,7 @@ if (existsSync(config.dataDir)) {
   if (compileCache !== undefined) process.env.NODE_COMPILE_CACHE ??= compileCache;
 }
 setHeapGrowth();
-const { createLogger } = await import('./logger.ts');
+const { createLogger } = await import('./shared/logger.ts');
 const { startService } = await import('./service.ts');
 
 const logger = createLogger(config.logLevel);

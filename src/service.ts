@@ -1,33 +1,36 @@
 import type { FastifyInstance } from 'fastify';
-import type { DecideEndpointIp, IpAllowed } from './agents/ip-allowed.ts';
-import type { AgentListener, AgentListenerDeps } from './agents/listener.ts';
-import { createSessionRegistry, type SessionRegistry } from './agents/registry.ts';
-import type { RouteTable } from './api/index.ts';
+import { type CertRunner, createCertRunner } from './agent-plane/certs/runner.ts';
+import type { AuthoritativeDns } from './agent-plane/dns/index.ts';
+import { type Edge, startEdge } from './agent-plane/edge/edge-server.ts';
+import { createEdgePublisher, type EdgePublisher } from './agent-plane/edge/publisher.ts';
+import { createRelayAuth, type RelayAuth } from './agent-plane/edge/relay-auth.ts';
+import { createRelayClient, relayStop } from './agent-plane/edge/relay-client.ts';
+import { type RelayListener, startRelayListener } from './agent-plane/edge/relay-listener.ts';
+import {
+  createSniCertificates,
+  type SniCertificates,
+} from './agent-plane/edge/sni-certificates.ts';
+import { openTcpEndpoint } from './agent-plane/edge/tcp-endpoint.ts';
+import type { DecideEndpointIp, IpAllowed } from './agent-plane/sessions/ip-allowed.ts';
+import type { AgentListener, AgentListenerDeps } from './agent-plane/sessions/listener.ts';
+import { createSessionRegistry, type SessionRegistry } from './agent-plane/sessions/registry.ts';
 import { buildApp, buildGrpcApp } from './app.ts';
-import { bootstrapFirstKey } from './bootstrap.ts';
-import { type CertRunner, createCertRunner } from './certs/runner.ts';
-import type { Config } from './config.ts';
-import { prepareDataDir } from './data-dir.ts';
-import type { AuthoritativeDns } from './dns/index.ts';
-import { type Edge, startEdge } from './edge/edge-server.ts';
-import { createEdgePublisher, type EdgePublisher } from './edge/publisher.ts';
-import { createRelayAuth, type RelayAuth } from './edge/relay-auth.ts';
-import { createRelayClient, relayStop } from './edge/relay-client.ts';
-import { type RelayListener, startRelayListener } from './edge/relay-listener.ts';
-import { createSniCertificates, type SniCertificates } from './edge/sni-certificates.ts';
-import { openTcpEndpoint } from './edge/tcp-endpoint.ts';
-import type { Logger } from './logger.ts';
-import { createMetrics, type Metrics } from './metrics.ts';
-import { createIpRestrictions } from './net/account-restrictions.ts';
+import type { Config } from './config/load.ts';
+import type { RouteTable } from './control-plane/api/index.ts';
+import { bootstrapFirstKey } from './control-plane/bootstrap.ts';
+import { createPipeline, type Pipeline } from './data-plane/pipeline/pipeline.ts';
+import { migrateFileLayout } from './data-plane/sinks/file/layout.ts';
+import { prepareDataDir } from './shared/files/data-dir.ts';
 import {
   type ConnectionLimits,
   createConnectionLimits,
   listenersOf,
   openFileLimit,
-} from './net/connection-limits.ts';
-import { createPipeline, type Pipeline } from './pipeline/pipeline.ts';
-import { type Keyring, loadKeyring } from './secrets.ts';
-import { migrateFileLayout } from './sinks/file/layout.ts';
+} from './shared/http/connection-limits.ts';
+import type { Logger } from './shared/logger.ts';
+import { createMetrics, type Metrics } from './shared/metrics.ts';
+import { createIpRestrictions } from './shared/net/account-restrictions.ts';
+import { type Keyring, loadKeyring } from './shared/secrets.ts';
 import { resealObjectSecrets } from './store/account-objects.ts';
 import type { Db } from './store/db.ts';
 import { fileDestinationPaths, resealDestinationSecrets } from './store/event-destinations.ts';
@@ -139,7 +142,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     });
     // Loaded only when configured, as the sinks' clients are: a start without DNS pays nothing.
     if (config.dnsPort !== undefined) {
-      const { startAuthoritativeDns } = await import('./dns/index.ts');
+      const { startAuthoritativeDns } = await import('./agent-plane/dns/index.ts');
       dns = await startAuthoritativeDns({ db, config, logger, connectionLimits });
     }
     const url = await app.listen({ host: config.host, port: config.port });
@@ -242,7 +245,7 @@ async function startAgents(
     config.sshPort === undefined
       ? undefined
       : // ssh2 loads only when agents may connect (~100 ms of start-up).
-        await (await import('./agents/listener.ts')).startAgentListener({
+        await (await import('./agent-plane/sessions/listener.ts')).startAgentListener({
           config,
           db,
           logger,

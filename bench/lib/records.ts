@@ -1,9 +1,9 @@
 import { create, toBinary } from '@bufbuild/protobuf';
+import { routeRequest } from '../../src/data-plane/pipeline/route-events.ts';
+import { compileRouting } from '../../src/data-plane/pipeline/routing.ts';
+import { batchOf, RecordBlock } from '../../src/data-plane/sinks/record-block.ts';
+import type { Batch } from '../../src/data-plane/sinks/types.ts';
 import { PublishRequestSchema } from '../../src/gen/agent_ingress/ingest/v0/ingest_pb.ts';
-import { routeRequest } from '../../src/pipeline/route-events.ts';
-import { compileRouting } from '../../src/pipeline/routing.ts';
-import { batchOf, RecordBlock } from '../../src/sinks/record-block.ts';
-import type { Batch } from '../../src/sinks/types.ts';
 import { generateEvents } from '../../test/helpers/events.ts';
 
 // Delivery records exactly as the route-events worker makes them (routeRequest over binary

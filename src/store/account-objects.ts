@@ -1,4 +1,4 @@
-import type { Keyring } from '../secrets.ts';
+import type { Keyring } from '../shared/secrets.ts';
 import type { Db, Queryable } from './db.ts';
 
 /** An object of one of the account families, as stored (account_objects). */

@@ -1,4 +1,4 @@
-import { newId } from '../ids.ts';
+import { newId } from '../shared/ids.ts';
 import type { Queryable } from './db.ts';
 
 /** Creates an account and returns its id. */

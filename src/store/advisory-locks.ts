@@ -24,7 +24,7 @@ export async function lockAccountIpChanges(tx: Queryable, accountId: string): Pr
 
 /**
  * Serializes the claims of names that could overlap (those of one family: familyOf in
- * src/domains/claims.ts), so two claims that each overlap nothing yet cannot both be stored.
+ * src/shared/domains/claims.ts), so two claims that each overlap nothing yet cannot both be stored.
  */
 export async function lockDomainFamily(tx: Queryable, family: string): Promise<void> {
   await tx.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [DOMAIN_CLAIMS, family]);

@@ -1,8 +1,8 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { PGlite } from '@electric-sql/pglite';
-import { ConfigError } from '../config.ts';
-import { restrictTree } from '../data-dir.ts';
+import { ConfigError } from '../config/load.ts';
+import { restrictTree } from '../shared/files/data-dir.ts';
 import { lockStore } from './store-lock.ts';
 
 /** The rows a query returns, whichever engine ran it. */

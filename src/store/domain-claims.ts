@@ -1,4 +1,4 @@
-import { type DomainClaim, selfAndAncestors } from '../domains/claims.ts';
+import { type DomainClaim, selfAndAncestors } from '../shared/domains/claims.ts';
 import type { Queryable } from './db.ts';
 
 // The claimed names of every account: Agent Ingress domains and reserved domains, in one shape.

@@ -1,13 +1,13 @@
-import type { Keyring } from '../secrets.ts';
-import { type TargetSettings, targetKind } from '../sinks/index.ts';
-import { mapSecrets as mapSettingsSecrets } from '../sinks/settings.ts';
+import { type TargetSettings, targetKind } from '../data-plane/sinks/index.ts';
+import { mapSecrets as mapSettingsSecrets } from '../data-plane/sinks/settings.ts';
+import type { Keyring } from '../shared/secrets.ts';
 import type { Db, Queryable } from './db.ts';
 
 // Targets are stored with their secrets (each sink's writeOnly settings) sealed by the
-// keyring (src/secrets.ts); every function here seals on write and opens on read, so rows in
+// keyring (src/shared/secrets.ts); every function here seals on write and opens on read, so rows in
 // memory hold them in clear for the pipeline, and the store's files never do.
 
-/** Exactly one kind of target (a kind of src/sinks/index.ts), stored whole, secrets sealed. */
+/** Exactly one kind of target (a kind of src/data-plane/sinks/index.ts), stored whole, secrets sealed. */
 export type DestinationTarget = TargetSettings;
 
 /** An event destination as stored. */

@@ -17,7 +17,7 @@ export interface EventSourceRow {
   filter: string;
   /** [] = every field. */
   fields: string[];
-  /** The share of filtered events delivered, 0 < r <= 1 (src/pipeline/sampling.ts). */
+  /** The share of filtered events delivered, 0 < r <= 1 (src/data-plane/pipeline/sampling.ts). */
   sample_rate: number;
   position: number;
   created_at: Date;

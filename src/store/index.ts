@@ -1,4 +1,4 @@
-import type { Config } from '../config.ts';
+import type { Config } from '../config/load.ts';
 import { type Db, openPglite, openPostgres } from './db.ts';
 import { migrate } from './migrate.ts';
 

@@ -1,4 +1,4 @@
-import type { Keyring } from '../secrets.ts';
+import type { Keyring } from '../shared/secrets.ts';
 import type { Db, Queryable } from './db.ts';
 import { type DestinationTarget, openTarget } from './event-destinations.ts';
 

@@ -3,8 +3,8 @@ import type { AddressInfo } from 'node:net';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { accountEventsDir } from '../../src/data-plane/sinks/file/layout.ts';
 import type { Service } from '../../src/service.ts';
-import { accountEventsDir } from '../../src/sinks/file/layout.ts';
 import {
   type ApiClient,
   apiClient,

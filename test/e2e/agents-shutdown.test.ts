@@ -2,8 +2,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { STOP_REASONS } from '../../src/agents/session-events.ts';
-import { accountEventsDir } from '../../src/sinks/file/layout.ts';
+import { STOP_REASONS } from '../../src/agent-plane/sessions/session-events.ts';
+import { accountEventsDir } from '../../src/data-plane/sinks/file/layout.ts';
 import { type ServiceProcess, startServiceProcess } from '../helpers/service-process.ts';
 import {
   curl,

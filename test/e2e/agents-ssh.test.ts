@@ -5,10 +5,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HOST_KEY_FILE } from '../../src/agents/host-key.ts';
-import { STOP_REASONS } from '../../src/agents/session-events.ts';
+import { HOST_KEY_FILE } from '../../src/agent-plane/sessions/host-key.ts';
+import { STOP_REASONS } from '../../src/agent-plane/sessions/session-events.ts';
+import { accountEventsDir } from '../../src/data-plane/sinks/file/layout.ts';
 import type { Service } from '../../src/service.ts';
-import { accountEventsDir } from '../../src/sinks/file/layout.ts';
 import {
   type ApiClient,
   apiClient,
@@ -480,7 +480,7 @@ describe('agents over reverse SSH tunnels, and the edge', () => {
     const live = (await api('GET', '/tunnel_sessions')).body.tunnel_sessions;
     expect(live.length).toBeGreaterThan(0);
     const { createAccount } = await import('../../src/store/accounts.ts');
-    const { mintApiKey } = await import('../../src/api/api-keys/mint.ts');
+    const { mintApiKey } = await import('../../src/control-plane/api/api-keys/mint.ts');
     const other = await createAccount(service.db);
     const key = await mintApiKey(service.db, { accountId: other }, null, service.url);
     const b = apiClient(service.url, key.token!);

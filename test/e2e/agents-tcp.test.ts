@@ -2,8 +2,8 @@ import type { AddressInfo } from 'node:net';
 import { connect, createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { accountEventsDir } from '../../src/data-plane/sinks/file/layout.ts';
 import type { Service } from '../../src/service.ts';
-import { accountEventsDir } from '../../src/sinks/file/layout.ts';
 import { freePort } from '../helpers/free-port.ts';
 import {
   type ApiClient,

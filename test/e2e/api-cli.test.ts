@@ -1,15 +1,15 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RESOURCES } from '../../src/api/resource-list.ts';
-import type { Resource } from '../../src/api/resources.ts';
+import { RESOURCES } from '../../src/control-plane/api/resource-list.ts';
+import type { Resource } from '../../src/control-plane/api/resources.ts';
 import type { Service } from '../../src/service.ts';
 import { type ProcessRun, runProcess } from '../helpers/run-process.ts';
 import { startTestService, TEST_BOOTSTRAP_KEY } from '../helpers/service.ts';
 import { SERVICE_DIR } from '../helpers/service-process.ts';
 import { pgliteStore, type TestStore } from '../helpers/stores.ts';
 
-// `npm run cli -- api …` (node src/cli.ts api …) as a real process against a real service:
+// `npm run cli -- api …` (node src/control-plane/cli/main.ts api …) as a real process against a real service:
 // every declared resource's operations, paging, tables, the extra routes and the errors.
 
 let service: Service;
@@ -27,9 +27,9 @@ function readmeCommands(): string[] {
     .map((line) => line.replace(/\s+# .*$/, ''));
 }
 
-/** Runs `node src/cli.ts api …args` with the service's URL and key in the environment. */
+/** Runs `node src/control-plane/cli/main.ts api …args` with the service's URL and key in the environment. */
 function api(args: string[], env: Record<string, string> = {}): Promise<ProcessRun> {
-  return runProcess(process.execPath, ['src/cli.ts', 'api', ...args], {
+  return runProcess(process.execPath, ['src/control-plane/cli/main.ts', 'api', ...args], {
     AGENT_INGRESS_URL: service.url,
     AGENT_INGRESS_API_KEY: TEST_BOOTSTRAP_KEY,
     ...env,

@@ -6,12 +6,12 @@ import { type ProcessRun, runProcess } from '../helpers/run-process.ts';
 import { apiClient } from '../helpers/service.ts';
 import { type ServiceProcess, startServiceProcess } from '../helpers/service-process.ts';
 
-// `npm run cli` (node src/cli.ts) as a real process, beside a real service process on the same
+// `npm run cli` (node src/control-plane/cli/main.ts) as a real process, beside a real service process on the same
 // embedded store and on a stopped one.
 
 /** Runs the CLI with the embedded store under `dataDir` (DATABASE_URL unset). */
 function runCli(args: string[], dataDir: string): Promise<ProcessRun> {
-  return runProcess(process.execPath, ['src/cli.ts', ...args], {
+  return runProcess(process.execPath, ['src/control-plane/cli/main.ts', ...args], {
     DATA_DIR: dataDir,
     DATABASE_URL: '',
     LOG_LEVEL: 'warn',

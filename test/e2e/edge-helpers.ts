@@ -1,6 +1,6 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
-import { accountEventsDir } from '../../src/sinks/file/layout.ts';
+import { accountEventsDir } from '../../src/data-plane/sinks/file/layout.ts';
 import type { TestServiceContext } from '../helpers/service.ts';
 import { eventually, fileEvents, type SshAgent, startSshAgent } from './agents-helpers.ts';
 

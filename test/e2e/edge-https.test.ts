@@ -5,9 +5,9 @@ import type { Server } from 'node:http';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { storeIssuedCertificate } from '../../src/certs/store-certificate.ts';
+import { storeIssuedCertificate } from '../../src/agent-plane/certs/store-certificate.ts';
+import { accountEventsDir } from '../../src/data-plane/sinks/file/layout.ts';
 import type { Service } from '../../src/service.ts';
-import { accountEventsDir } from '../../src/sinks/file/layout.ts';
 import { CA_EXTENSIONS, type Issued, OpensslPki } from '../helpers/openssl-pki.ts';
 import { servedFingerprint } from '../helpers/served-certificate.ts';
 import {

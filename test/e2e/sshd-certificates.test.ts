@@ -5,15 +5,15 @@ import {
   authoritySigner,
   type GeneratedAuthority,
   generateAuthority,
-} from '../../src/ssh/authorities.ts';
+} from '../../src/shared/ssh-keys/authorities.ts';
 import {
   type CertificateKind,
   readCriticalOptions,
   readExtensions,
   readValidity,
   signCertificate,
-} from '../../src/ssh/certificates.ts';
-import { parsePublicKey } from '../../src/ssh/public-keys.ts';
+} from '../../src/shared/ssh-keys/certificates.ts';
+import { parsePublicKey } from '../../src/shared/ssh-keys/public-keys.ts';
 import {
   type ApiClient,
   apiClient,

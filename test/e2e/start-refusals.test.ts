@@ -16,7 +16,7 @@ import { POSTGRES_ADMIN_URL, postgresStore, type TestStore } from '../helpers/st
 
 const SETPRIV = '/usr/bin/setpriv';
 
-/** The key ids sealed values carry (src/secrets.ts): the first 8 of its SHA-256, base64url. */
+/** The key ids sealed values carry (src/shared/secrets.ts): the first 8 of its SHA-256, base64url. */
 function keyId(base64: string): string {
   return createHash('sha256').update(Buffer.from(base64, 'base64')).digest('base64url').slice(0, 8);
 }

@@ -10,7 +10,7 @@ import { until } from './support.ts';
 // `process.exit(70)` in the thread that routes a chosen request. In a worker, process.exit ends
 // only that thread (exit code 70), as a crash would, with the task in flight.
 
-const WORKER_SOURCE = 'workers/route-events.ts';
+const WORKER_SOURCE = 'src/data-plane/workers/route-events.ts';
 
 /** The 0-based line of the task function's first statement (after its signature), where `task` is in scope. */
 function taskFirstLine(): number {

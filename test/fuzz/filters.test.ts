@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isStorable } from '../../src/api/validate.ts';
 import type { EventJson } from '../../src/catalogue/index.ts';
+import { isStorable } from '../../src/control-plane/api/validate.ts';
 import {
   compileFilter,
   compileProjection,
@@ -10,7 +10,7 @@ import {
   FilterError,
   MAX_SELECTED_FIELDS,
   selectableNames,
-} from '../../src/filter/index.ts';
+} from '../../src/data-plane/filter/index.ts';
 import type { Service } from '../../src/service.ts';
 import { startTestService } from '../helpers/service.ts';
 import { pgliteStore, type TestStore } from '../helpers/stores.ts';

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FAMILIES } from '../../src/api/objects/families.ts';
+import { FAMILIES } from '../../src/control-plane/api/objects/families.ts';
 import type { Service } from '../../src/service.ts';
 import { startTestService } from '../helpers/service.ts';
 import { STORES, type TestStore } from '../helpers/stores.ts';

@@ -24,8 +24,8 @@ import {
   type IncrementalTestSuite,
 } from '@bufbuild/cel-spec/testdata/tests.js';
 import { anyUnpack, type Duration, type Timestamp } from '@bufbuild/protobuf/wkt';
-import { jsFilter } from '../../src/filter/compile-js.ts';
-import { compileFilter, FilterError } from '../../src/filter/index.ts';
+import { jsFilter } from '../../src/data-plane/filter/compile-js.ts';
+import { compileFilter, FilterError } from '../../src/data-plane/filter/index.ts';
 
 /** The conformance files (sections) of the slice. */
 export const SLICE_SECTIONS = [

@@ -1,8 +1,12 @@
-import { parseExact } from '../../src/catalogue/int64-json.ts';
-import { byTable, type TableFor, type TableTarget } from '../../src/sinks/clickhouse/encode.ts';
-import { rowOf } from '../../src/sinks/clickhouse/row-values.ts';
-import type { ServerProfile } from '../../src/sinks/clickhouse/schema.ts';
-import type { Batch } from '../../src/sinks/types.ts';
+import {
+  byTable,
+  type TableFor,
+  type TableTarget,
+} from '../../src/data-plane/sinks/clickhouse/encode.ts';
+import { rowOf } from '../../src/data-plane/sinks/clickhouse/row-values.ts';
+import type { ServerProfile } from '../../src/data-plane/sinks/clickhouse/schema.ts';
+import type { Batch } from '../../src/data-plane/sinks/types.ts';
+import { parseExact } from '../../src/data-plane/wire-json/int64-json.ts';
 
 /**
  * The JSONEachRow rows the ClickHouse sink inserted before RowBinary, per table: each envelope

@@ -17,7 +17,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { Kafka, logLevel } from 'kafkajs';
-import { patchRequestQueue } from '../../src/sinks/kafka/request-queue-fix.ts';
+import { patchRequestQueue } from '../../src/data-plane/sinks/kafka/request-queue-fix.ts';
 
 // The test clients (readTopic's consumer) get the service's kafkajs fix too: no 1 ms polling.
 patchRequestQueue();

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll } from 'vitest';
-import { mintApiKey } from '../../src/api/api-keys/mint.ts';
-import { loadConfig } from '../../src/config.ts';
-import { createLogger } from '../../src/logger.ts';
+import { loadConfig } from '../../src/config/load.ts';
+import { mintApiKey } from '../../src/control-plane/api/api-keys/mint.ts';
 import { type Service, startService } from '../../src/service.ts';
+import { createLogger } from '../../src/shared/logger.ts';
 import { createAccount } from '../../src/store/accounts.ts';
 import { freePort } from './free-port.ts';
 import { pgliteStore, type TestStore } from './stores.ts';

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { mintApiKey } from '../../src/api/api-keys/mint.ts';
+import { mintApiKey } from '../../src/control-plane/api/api-keys/mint.ts';
 import { createAccount } from '../../src/store/accounts.ts';
 import { expectError } from '../helpers/expect-error.ts';
 import { apiClient, TEST_BOOTSTRAP_KEY, useTestService } from '../helpers/service.ts';

@@ -1,12 +1,12 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RESOURCES } from '../../src/api/resource-list.ts';
 import {
   AGENT_SESSION_EVENT_TYPES,
   AUDIT_EVENT_TYPES,
   AUDIT_RESOURCES,
 } from '../../src/catalogue/event-types.ts';
+import { RESOURCES } from '../../src/control-plane/api/resource-list.ts';
 import type { Service } from '../../src/service.ts';
 import {
   type ApiClient,

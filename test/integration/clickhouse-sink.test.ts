@@ -4,15 +4,22 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ColumnSpec } from '../../src/catalogue/types.ts';
-import { createDestination } from '../../src/pipeline/destination.ts';
-import { openSpool } from '../../src/pipeline/spool.ts';
-import type { TableFor } from '../../src/sinks/clickhouse/encode.ts';
-import { encodeRowBinary } from '../../src/sinks/clickhouse/encode.ts';
-import { parseClickHouseSinkConfig } from '../../src/sinks/clickhouse/index.ts';
-import { columnType, createTableSql, serverProfile } from '../../src/sinks/clickhouse/schema.ts';
-import { clickHouseSinkError, createClickHouseSink } from '../../src/sinks/clickhouse/sink.ts';
-import { type EventRecord, RecordBlock } from '../../src/sinks/record-block.ts';
-import type { Batch } from '../../src/sinks/types.ts';
+import { createDestination } from '../../src/data-plane/pipeline/destination.ts';
+import { openSpool } from '../../src/data-plane/pipeline/spool.ts';
+import type { TableFor } from '../../src/data-plane/sinks/clickhouse/encode.ts';
+import { encodeRowBinary } from '../../src/data-plane/sinks/clickhouse/encode.ts';
+import { parseClickHouseSinkConfig } from '../../src/data-plane/sinks/clickhouse/index.ts';
+import {
+  columnType,
+  createTableSql,
+  serverProfile,
+} from '../../src/data-plane/sinks/clickhouse/schema.ts';
+import {
+  clickHouseSinkError,
+  createClickHouseSink,
+} from '../../src/data-plane/sinks/clickhouse/sink.ts';
+import { type EventRecord, RecordBlock } from '../../src/data-plane/sinks/record-block.ts';
+import type { Batch } from '../../src/data-plane/sinks/types.ts';
 import { type ClickHouseServer, startClickHouse } from '../helpers/clickhouse.ts';
 
 const logger = pino({ level: 'silent' });

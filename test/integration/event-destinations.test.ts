@@ -1,10 +1,10 @@
 import Fastify from 'fastify';
 import { describe, expect, it } from 'vitest';
-import { mintApiKey } from '../../src/api/api-keys/mint.ts';
-import { installErrorHandlers } from '../../src/api/http-errors.ts';
-import { restApi } from '../../src/api/index.ts';
-import { loadConfig } from '../../src/config.ts';
-import { newId } from '../../src/ids.ts';
+import { loadConfig } from '../../src/config/load.ts';
+import { mintApiKey } from '../../src/control-plane/api/api-keys/mint.ts';
+import { restApi } from '../../src/control-plane/api/index.ts';
+import { installErrorHandlers } from '../../src/shared/http/http-errors.ts';
+import { newId } from '../../src/shared/ids.ts';
 import { createAccount } from '../../src/store/accounts.ts';
 import { currentPipelineVersion, loadPipelineConfig } from '../../src/store/pipeline-config.ts';
 import { expectError } from '../helpers/expect-error.ts';

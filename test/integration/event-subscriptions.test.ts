@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { mintApiKey } from '../../src/api/api-keys/mint.ts';
+import { mintApiKey } from '../../src/control-plane/api/api-keys/mint.ts';
 import { createAccount } from '../../src/store/accounts.ts';
 import { currentPipelineVersion, loadPipelineConfig } from '../../src/store/pipeline-config.ts';
 import { expectError } from '../helpers/expect-error.ts';

@@ -7,10 +7,10 @@ import {
   DEFAULT_MAX_FILE_AGE_MS,
   DEFAULT_MAX_FILE_BYTES,
   parseFileSinkConfig,
-} from '../../src/sinks/file/index.ts';
-import { createFileSink, fileSinkError } from '../../src/sinks/file/sink.ts';
-import { batchOf, type EventRecord, RecordBlock } from '../../src/sinks/record-block.ts';
-import { SinkConfigError } from '../../src/sinks/settings.ts';
+} from '../../src/data-plane/sinks/file/index.ts';
+import { createFileSink, fileSinkError } from '../../src/data-plane/sinks/file/sink.ts';
+import { batchOf, type EventRecord, RecordBlock } from '../../src/data-plane/sinks/record-block.ts';
+import { SinkConfigError } from '../../src/data-plane/sinks/settings.ts';
 
 const logger = pino({ level: 'silent' });
 

@@ -9,12 +9,12 @@ import {
 } from 'kafkajs';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { encodeMessages } from '../../src/sinks/kafka/encode.ts';
-import { parseKafkaSinkConfig } from '../../src/sinks/kafka/index.ts';
-import { createKafkaSink, kafkaSinkError } from '../../src/sinks/kafka/sink.ts';
-import { type EventRecord, RecordBlock } from '../../src/sinks/record-block.ts';
-import { SinkConfigError } from '../../src/sinks/settings.ts';
-import type { Batch } from '../../src/sinks/types.ts';
+import { encodeMessages } from '../../src/data-plane/sinks/kafka/encode.ts';
+import { parseKafkaSinkConfig } from '../../src/data-plane/sinks/kafka/index.ts';
+import { createKafkaSink, kafkaSinkError } from '../../src/data-plane/sinks/kafka/sink.ts';
+import { type EventRecord, RecordBlock } from '../../src/data-plane/sinks/record-block.ts';
+import { SinkConfigError } from '../../src/data-plane/sinks/settings.ts';
+import type { Batch } from '../../src/data-plane/sinks/types.ts';
 import { type KafkaMock, readTopic, startKafka } from '../helpers/kafka.ts';
 
 // kafkajs's per-connection request queue (no public export; its prototype is what every

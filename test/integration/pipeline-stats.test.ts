@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { mintApiKey } from '../../src/api/api-keys/mint.ts';
-import { TOP_LEVEL_ROUTES } from '../../src/api/resources.ts';
+import { mintApiKey } from '../../src/control-plane/api/api-keys/mint.ts';
+import { TOP_LEVEL_ROUTES } from '../../src/control-plane/api/resources.ts';
 import { createAccount } from '../../src/store/accounts.ts';
 import { generateEvents } from '../helpers/events.ts';
 import { ingestClient, TEST_INGEST_TOKEN } from '../helpers/ingest-client.ts';

@@ -1,14 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AppError } from '../../src/errors.ts';
-import { authoritySigner, generateAuthority } from '../../src/ssh/authorities.ts';
+import { AppError } from '../../src/shared/errors.ts';
+import { authoritySigner, generateAuthority } from '../../src/shared/ssh-keys/authorities.ts';
 import {
   readCriticalOptions,
   readExtensions,
   readPrincipals,
   readValidity,
   signCertificate,
-} from '../../src/ssh/certificates.ts';
-import { parsePublicKey } from '../../src/ssh/public-keys.ts';
+} from '../../src/shared/ssh-keys/certificates.ts';
+import { parsePublicKey } from '../../src/shared/ssh-keys/public-keys.ts';
 import { keygen, keygenFingerprint, listCertificate, sshDir } from '../helpers/ssh-keygen.ts';
 
 // Authorities generated with node:crypto sign OpenSSH certificates that ssh-keygen -L verifies

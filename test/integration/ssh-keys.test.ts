@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AppError } from '../../src/errors.ts';
-import { parsePublicKey } from '../../src/ssh/public-keys.ts';
+import { AppError } from '../../src/shared/errors.ts';
+import { parsePublicKey } from '../../src/shared/ssh-keys/public-keys.ts';
 import { keygen, keygenFingerprint, sshDir, sshKeygen } from '../helpers/ssh-keygen.ts';
 
 // Keys made by OpenSSH's ssh-keygen and OpenSSL, read by parsePublicKey, must have the type,

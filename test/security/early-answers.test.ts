@@ -8,7 +8,7 @@ import {
   PublishRequestSchema,
   PublishResponseSchema,
 } from '../../src/gen/agent_ingress/ingest/v0/ingest_pb.ts';
-import { LINGER_IDLE_MS, LINGER_MAX_BYTES } from '../../src/lingering-close.ts';
+import { LINGER_IDLE_MS, LINGER_MAX_BYTES } from '../../src/shared/http/lingering-close.ts';
 import { generateEvents } from '../helpers/events.ts';
 import { expectError } from '../helpers/expect-error.ts';
 import { ingestClient, TEST_INGEST_TOKEN } from '../helpers/ingest-client.ts';

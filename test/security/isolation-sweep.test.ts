@@ -1,9 +1,9 @@
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mintApiKey } from '../../src/api/api-keys/mint.ts';
-import { RESOURCES as DECLARED } from '../../src/api/resource-list.ts';
-import { TOP_LEVEL_ROUTES } from '../../src/api/resources.ts';
+import { mintApiKey } from '../../src/control-plane/api/api-keys/mint.ts';
+import { RESOURCES as DECLARED } from '../../src/control-plane/api/resource-list.ts';
+import { TOP_LEVEL_ROUTES } from '../../src/control-plane/api/resources.ts';
 import type { Service } from '../../src/service.ts';
 import { createAccount } from '../../src/store/accounts.ts';
 import { eventually, type SshAgent, startSshAgent } from '../e2e/agents-helpers.ts';
@@ -66,7 +66,7 @@ function resourceOf(url: string): Resource {
   const first = url.split('/')[1];
   if (!Object.hasOwn(RESOURCES, first) && !LIVE.includes(first as never)) {
     throw new Error(
-      `isolation sweep: route prefix "/${first}" has no fixture; declare it in src/api/resources.ts and add its fixtures to ${import.meta.filename}`,
+      `isolation sweep: route prefix "/${first}" has no fixture; declare it in src/control-plane/api/resources.ts and add its fixtures to ${import.meta.filename}`,
     );
   }
   return first as Resource;

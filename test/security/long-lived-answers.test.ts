@@ -1,7 +1,7 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mintApiKey } from '../../src/api/api-keys/mint.ts';
-import { LONG_LIVED_PER_ACCOUNT } from '../../src/api/long-lived.ts';
+import { mintApiKey } from '../../src/control-plane/api/api-keys/mint.ts';
+import { LONG_LIVED_PER_ACCOUNT } from '../../src/control-plane/api/long-lived.ts';
 import { createAccount } from '../../src/store/accounts.ts';
 import { generateEvents } from '../helpers/events.ts';
 import { expectError } from '../helpers/expect-error.ts';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mintApiKey } from '../../src/api/api-keys/mint.ts';
+import { mintApiKey } from '../../src/control-plane/api/api-keys/mint.ts';
 import type { Service } from '../../src/service.ts';
 import { createAccount } from '../../src/store/accounts.ts';
 import {

@@ -1,8 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { mintApiKey } from '../../src/api/api-keys/mint.ts';
-import { createRateLimiter } from '../../src/api/rate-limit.ts';
-import { loadConfig } from '../../src/config.ts';
+import { loadConfig } from '../../src/config/load.ts';
+import { mintApiKey } from '../../src/control-plane/api/api-keys/mint.ts';
+import { createRateLimiter } from '../../src/control-plane/api/rate-limit.ts';
 import { createAccount } from '../../src/store/accounts.ts';
 import { expectError } from '../helpers/expect-error.ts';
 import { type ApiClient, type ApiResponse, apiClient, useTestService } from '../helpers/service.ts';

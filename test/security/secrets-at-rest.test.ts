@@ -11,8 +11,8 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { mintApiKey } from '../../src/api/api-keys/mint.ts';
-import { loadConfig } from '../../src/config.ts';
+import { loadConfig } from '../../src/config/load.ts';
+import { mintApiKey } from '../../src/control-plane/api/api-keys/mint.ts';
 import { createAccount } from '../../src/store/accounts.ts';
 import { openStore } from '../../src/store/index.ts';
 import { loadPipelineConfig } from '../../src/store/pipeline-config.ts';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { AppError } from '../../src/errors.ts';
-import { createAdmission } from '../../src/pipeline/admission.ts';
+import { createAdmission } from '../../src/data-plane/pipeline/admission.ts';
+import type { AppError } from '../../src/shared/errors.ts';
 
 function codeOf(work: () => unknown): string | undefined {
   try {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { BatcherFullError, createBatcher } from '../../src/pipeline/batcher.ts';
-import { type EventRecord, RecordBlock } from '../../src/sinks/record-block.ts';
-import type { Batch } from '../../src/sinks/types.ts';
+import { BatcherFullError, createBatcher } from '../../src/data-plane/pipeline/batcher.ts';
+import { type EventRecord, RecordBlock } from '../../src/data-plane/sinks/record-block.ts';
+import type { Batch } from '../../src/data-plane/sinks/types.ts';
 
 function rec(i: number, json = `{"n":${i}}`): EventRecord {
   return { eventId: `ev_${i}`, eventType: 't.v0', accountId: 'ac_1', partitionKey: 'h', json };

@@ -1,7 +1,7 @@
 import { once } from 'node:events';
 import { Duplex } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { ChannelSocket } from '../../src/edge/channel-socket.ts';
+import { ChannelSocket } from '../../src/agent-plane/edge/channel-socket.ts';
 
 // The socket-like wrapper of an SSH channel. A plain Duplex stands in for ssh2's channel: like
 // ssh2, it delivers the far end's bytes by push() from inside the caller's stack (ssh2's packet

@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { AppError } from '../../src/errors.ts';
+import { AppError } from '../../src/shared/errors.ts';
 import {
   cidrContains,
   formatAddress,
   normalizeCidr,
   parseCallerAddress,
   parseCidr,
-} from '../../src/net/cidr.ts';
+} from '../../src/shared/net/cidr.ts';
 
 function refusal(raw: string): AppError {
   try {

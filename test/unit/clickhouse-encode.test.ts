@@ -2,25 +2,25 @@ import { create, toBinary } from '@bufbuild/protobuf';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { ColumnSpec } from '../../src/catalogue/types.ts';
-import { PublishRequestSchema } from '../../src/gen/agent_ingress/ingest/v0/ingest_pb.ts';
-import { routeRequest } from '../../src/pipeline/route-events.ts';
-import { compileRouting } from '../../src/pipeline/routing.ts';
+import { routeRequest } from '../../src/data-plane/pipeline/route-events.ts';
+import { compileRouting } from '../../src/data-plane/pipeline/routing.ts';
 import {
   byTable,
   encodeRowBinary,
   type TableFor,
   type TableTarget,
-} from '../../src/sinks/clickhouse/encode.ts';
-import { ByteWriter, valueWriter } from '../../src/sinks/clickhouse/row-binary.ts';
+} from '../../src/data-plane/sinks/clickhouse/encode.ts';
+import { ByteWriter, valueWriter } from '../../src/data-plane/sinks/clickhouse/row-binary.ts';
 import {
   columnType,
   type ServerProfile,
   serverProfile,
-} from '../../src/sinks/clickhouse/schema.ts';
-import { tableForEventType } from '../../src/sinks/clickhouse/tables.ts';
-import { type EventRecord, RecordBlock } from '../../src/sinks/record-block.ts';
-import type { Batch } from '../../src/sinks/types.ts';
-import { SinkError } from '../../src/sinks/types.ts';
+} from '../../src/data-plane/sinks/clickhouse/schema.ts';
+import { tableForEventType } from '../../src/data-plane/sinks/clickhouse/tables.ts';
+import { type EventRecord, RecordBlock } from '../../src/data-plane/sinks/record-block.ts';
+import type { Batch } from '../../src/data-plane/sinks/types.ts';
+import { SinkError } from '../../src/data-plane/sinks/types.ts';
+import { PublishRequestSchema } from '../../src/gen/agent_ingress/ingest/v0/ingest_pb.ts';
 import { recordsOf } from '../helpers/blocks.ts';
 import { generateEvents } from '../helpers/events.ts';
 

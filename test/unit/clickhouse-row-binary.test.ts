@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ByteWriter, valueWriter } from '../../src/sinks/clickhouse/row-binary.ts';
+import { ByteWriter, valueWriter } from '../../src/data-plane/sinks/clickhouse/row-binary.ts';
 
 // Each ClickHouse type's RowBinary bytes, written out by hand from the format's definition.
 

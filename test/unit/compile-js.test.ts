@@ -1,10 +1,10 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { EventJson, TrafficEventType } from '../../src/catalogue/index.ts';
-import { patchEvaluation } from '../../src/filter/cel-semantics.ts';
-import { compileToJs, jsFilter } from '../../src/filter/compile-js.ts';
-import { filterEnvironment } from '../../src/filter/filter-environment.ts';
-import { compileFilter, FILTER_LIMITS } from '../../src/filter/index.ts';
+import { patchEvaluation } from '../../src/data-plane/filter/cel-semantics.ts';
+import { compileToJs, jsFilter } from '../../src/data-plane/filter/compile-js.ts';
+import { filterEnvironment } from '../../src/data-plane/filter/filter-environment.ts';
+import { compileFilter, FILTER_LIMITS } from '../../src/data-plane/filter/index.ts';
 import {
   compileRegex,
   RE2_GLOBAL_SIGNATURE,
@@ -12,7 +12,7 @@ import {
   re2Matcher,
   regexLiterals,
   useRe2ForMatches,
-} from '../../src/filter/re2-matches.ts';
+} from '../../src/data-plane/filter/re2-matches.ts';
 import { fuzzParams } from '../helpers/fuzz.ts';
 
 // jsFilter (the checked AST as generated JS) must answer exactly as compileFilter's cel-js

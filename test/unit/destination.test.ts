@@ -3,12 +3,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { AppError } from '../../src/errors.ts';
-import { createDestination } from '../../src/pipeline/destination.ts';
-import { openSpool, SpoolFullError } from '../../src/pipeline/spool.ts';
-import { type EventRecord, RecordBlock } from '../../src/sinks/record-block.ts';
-import type { Batch } from '../../src/sinks/types.ts';
-import { type Sink, SinkError } from '../../src/sinks/types.ts';
+import { createDestination } from '../../src/data-plane/pipeline/destination.ts';
+import { openSpool, SpoolFullError } from '../../src/data-plane/pipeline/spool.ts';
+import { type EventRecord, RecordBlock } from '../../src/data-plane/sinks/record-block.ts';
+import type { Batch } from '../../src/data-plane/sinks/types.ts';
+import { type Sink, SinkError } from '../../src/data-plane/sinks/types.ts';
+import { AppError } from '../../src/shared/errors.ts';
 
 type Mode = 'ok' | 'retriable' | 'permanent';
 

@@ -1,8 +1,8 @@
 import dnsPacket, { type Packet } from 'dns-packet';
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config.ts';
-import { answerQuery } from '../../src/dns/answer.ts';
-import { buildZoneData, createZoneCache } from '../../src/dns/zones.ts';
+import { answerQuery } from '../../src/agent-plane/dns/answer.ts';
+import { buildZoneData, createZoneCache } from '../../src/agent-plane/dns/zones.ts';
+import { loadConfig } from '../../src/config/load.ts';
 
 const config = loadConfig({
   REGIONS: 'us,eu',

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config.ts';
+import { loadConfig } from '../../src/config/load.ts';
 
 // README's configuration table is the user's contract: every variable it lists is a setting, every
 // setting is listed, and each documented default is what the service does when the variable is

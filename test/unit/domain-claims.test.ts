@@ -5,9 +5,9 @@ import {
   familyOf,
   inertClaims,
   overlap,
-} from '../../src/domains/claims.ts';
-import { isPublicSuffix } from '../../src/domains/public-suffix.ts';
-import { serviceNameRefusal } from '../../src/domains/service-names.ts';
+} from '../../src/shared/domains/claims.ts';
+import { isPublicSuffix } from '../../src/shared/domains/public-suffix.ts';
+import { serviceNameRefusal } from '../../src/shared/domains/service-names.ts';
 
 // The rules of name claims as pure functions: overlaps, which of two overlapping claims of two
 // accounts holds, what a claim covers, public suffixes and the service's own names.

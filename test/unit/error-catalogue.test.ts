@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { AppError, ERROR_CODES, errorBody } from '../../src/errors.ts';
+import { AppError, ERROR_CODES, errorBody } from '../../src/shared/errors.ts';
 
 const README = readFileSync(join(import.meta.dirname, '..', '..', 'README.md'), 'utf8');
 

@@ -7,7 +7,7 @@ import {
   FILTER_LIMITS,
   FieldSelectionError,
   FilterError,
-} from '../../src/filter/index.ts';
+} from '../../src/data-plane/filter/index.ts';
 import { HttpRequestCompleteSchema } from '../../src/gen/agent_ingress/events/v0/traffic_pb.ts';
 
 const HTTP = 'http_request_complete.v0';

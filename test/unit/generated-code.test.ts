@@ -1,7 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { generate, identifier, isIdentifier, literal } from '../../src/filter/generated-code.ts';
+import {
+  generate,
+  identifier,
+  isIdentifier,
+  literal,
+} from '../../src/data-plane/filter/generated-code.ts';
 
-// The one place src/filter's code generators turn names and literals into source text.
+// The one place src/data-plane/filter/'s code generators turn names and literals into source text.
 
 describe('generated-code', () => {
   it('passes plain identifiers and refuses anything that could end the name', () => {

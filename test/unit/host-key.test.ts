@@ -1,6 +1,6 @@
 import ssh2 from 'ssh2';
 import { describe, expect, it } from 'vitest';
-import { newHostKey } from '../../src/agents/host-key.ts';
+import { newHostKey } from '../../src/agent-plane/sessions/host-key.ts';
 
 // ssh2's ed25519 generator makes a key it cannot parse about once in 600 (a leading zero byte of
 // the public key dropped): the agent listener then failed to start (seen in CI).

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { normalizeDomain } from '../../src/api/agent-ingresses/domain.ts';
-import { isId, newId } from '../../src/ids.ts';
+import { normalizeDomain } from '../../src/control-plane/api/agent-ingresses/domain.ts';
+import { isId, newId } from '../../src/shared/ids.ts';
 
 describe('ids', () => {
   it('carry their prefix and sort by creation, even within one millisecond', () => {

@@ -1,16 +1,16 @@
 import { describe, expect, it } from 'vitest';
-import { parseCallerAddress } from '../../src/net/cidr.ts';
+import { parseCallerAddress } from '../../src/shared/net/cidr.ts';
 import {
   type CompiledRestriction,
   compileRestriction,
   decide,
   type PolicyRule,
   restrictionAllows,
-} from '../../src/net/ip-decision.ts';
+} from '../../src/shared/net/ip-decision.ts';
 import {
   type AccountRestrictions,
   createRestrictionCache,
-} from '../../src/net/restriction-cache.ts';
+} from '../../src/shared/net/restriction-cache.ts';
 
 const allow = (cidr: string): PolicyRule => ({ cidr, action: 'allow' });
 const deny = (cidr: string): PolicyRule => ({ cidr, action: 'deny' });

@@ -1,7 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { describe, expect, it } from 'vitest';
-import { crc32c, patchRecordEncoding } from '../../src/sinks/kafka/record-encoding-fix.ts';
+import {
+  crc32c,
+  patchRecordEncoding,
+} from '../../src/data-plane/sinks/kafka/record-encoding-fix.ts';
 
 const require = createRequire(import.meta.url);
 const RECORD = require.resolve('kafkajs/src/protocol/recordBatch/record/v0/index.js');

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { dropsStartup } from '../../src/agents/login-limits.ts';
+import { dropsStartup } from '../../src/agent-plane/sessions/login-limits.ts';
 
 // The curve of sshd's MaxStartups random early drop, with the random draw given; the listener's
 // refusals themselves are tested against the service (test/security/ssh-login-limits.test.ts).

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config.ts';
-import { choosePort, parsePortRange } from '../../src/net/port-choice.ts';
+import { loadConfig } from '../../src/config/load.ts';
+import { choosePort, parsePortRange } from '../../src/shared/net/port-choice.ts';
 
 describe('parsePortRange', () => {
   it('reads first-last', () => {

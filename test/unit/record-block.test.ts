@@ -5,7 +5,7 @@ import {
   batchOf,
   type EventRecord,
   RecordBlock,
-} from '../../src/sinks/record-block.ts';
+} from '../../src/data-plane/sinks/record-block.ts';
 
 const text = fc.string({ unit: 'binary', maxLength: 40 });
 const recordArb: fc.Arbitrary<EventRecord> = fc.record({

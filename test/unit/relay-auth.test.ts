@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { createRelayAuth, RELAY_WINDOW_MS } from '../../src/edge/relay-auth.ts';
-import { createKeyring } from '../../src/secrets.ts';
+import { createRelayAuth, RELAY_WINDOW_MS } from '../../src/agent-plane/edge/relay-auth.ts';
+import { createKeyring } from '../../src/shared/secrets.ts';
 
 // Relay headers: what one instance signs for another with the same SECRETS_KEY, that one opens,
 // once; anything else (another key, a changed byte, an old header, another instance, a second

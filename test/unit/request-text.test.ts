@@ -9,12 +9,15 @@ import {
   filterableFields,
   type TrafficEventType,
 } from '../../src/catalogue/index.ts';
-import { type RequestText, readPublishRequest } from '../../src/catalogue/request-text.ts';
 import {
   compileProjection,
   compileSpanProjection,
   selectableNames,
-} from '../../src/filter/index.ts';
+} from '../../src/data-plane/filter/index.ts';
+import {
+  type RequestText,
+  readPublishRequest,
+} from '../../src/data-plane/wire-json/request-text.ts';
 import {
   EventSchema,
   PublishRequestSchema,

@@ -1,12 +1,12 @@
 import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import { describe, expect, it } from 'vitest';
+import { routeRequest } from '../../src/data-plane/pipeline/route-events.ts';
+import { compileRouting, type RoutingConfig } from '../../src/data-plane/pipeline/routing.ts';
+import { type TapSpec, TEE_PER_REQUEST } from '../../src/data-plane/pipeline/tap-tee.ts';
 import {
   PublishRequestSchema,
   PublishResponseSchema,
 } from '../../src/gen/agent_ingress/ingest/v0/ingest_pb.ts';
-import { routeRequest } from '../../src/pipeline/route-events.ts';
-import { compileRouting, type RoutingConfig } from '../../src/pipeline/routing.ts';
-import { type TapSpec, TEE_PER_REQUEST } from '../../src/pipeline/tap-tee.ts';
 import { recordsOf } from '../helpers/blocks.ts';
 import { generateEvents } from '../helpers/events.ts';
 

@@ -1,9 +1,9 @@
 import { create, toBinary } from '@bufbuild/protobuf';
 import { describe, expect, it } from 'vitest';
+import { routeRequest } from '../../src/data-plane/pipeline/route-events.ts';
+import { compileRouting, type RoutingConfig } from '../../src/data-plane/pipeline/routing.ts';
+import { eventIdHash, sampleBound, sampled } from '../../src/data-plane/pipeline/sampling.ts';
 import { PublishRequestSchema } from '../../src/gen/agent_ingress/ingest/v0/ingest_pb.ts';
-import { routeRequest } from '../../src/pipeline/route-events.ts';
-import { compileRouting, type RoutingConfig } from '../../src/pipeline/routing.ts';
-import { eventIdHash, sampleBound, sampled } from '../../src/pipeline/sampling.ts';
 import { recordsOf } from '../helpers/blocks.ts';
 import { generateEvents } from '../helpers/events.ts';
 

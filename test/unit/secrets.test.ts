@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createKeyring, loadKeyring } from '../../src/secrets.ts';
+import { createKeyring, loadKeyring } from '../../src/shared/secrets.ts';
 
 const key = () => randomBytes(32);
 

@@ -1,11 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { completeTarget, readTarget } from '../../src/api/event-destinations/target.ts';
-import { AppError } from '../../src/errors.ts';
-import { createMetrics } from '../../src/metrics.ts';
-import { SINKS } from '../../src/sinks/index.ts';
-import { KAFKA_SETTINGS } from '../../src/sinks/kafka/index.ts';
-import { keepSecrets, mapSecrets, present } from '../../src/sinks/settings.ts';
-import type { SinkKind } from '../../src/sinks/types.ts';
+import {
+  completeTarget,
+  readTarget,
+} from '../../src/control-plane/api/event-destinations/target.ts';
+import { SINKS } from '../../src/data-plane/sinks/index.ts';
+import { KAFKA_SETTINGS } from '../../src/data-plane/sinks/kafka/index.ts';
+import { keepSecrets, mapSecrets, present } from '../../src/data-plane/sinks/settings.ts';
+import type { SinkKind } from '../../src/data-plane/sinks/types.ts';
+import { AppError } from '../../src/shared/errors.ts';
+import { createMetrics } from '../../src/shared/metrics.ts';
 
 const PEM = '-----BEGIN PRIVATE KEY-----\nk\n-----END PRIVATE KEY-----\n';
 const kafka = {

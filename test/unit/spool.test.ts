@@ -7,9 +7,9 @@ import {
   encodeSpoolBatch,
   openSpool,
   SpoolFullError,
-} from '../../src/pipeline/spool.ts';
-import { type EventRecord, RecordBlock } from '../../src/sinks/record-block.ts';
-import type { Batch } from '../../src/sinks/types.ts';
+} from '../../src/data-plane/pipeline/spool.ts';
+import { type EventRecord, RecordBlock } from '../../src/data-plane/sinks/record-block.ts';
+import type { Batch } from '../../src/data-plane/sinks/types.ts';
 
 function batch(from: number, n: number): Batch {
   const records: EventRecord[] = [];

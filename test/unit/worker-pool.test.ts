@@ -1,10 +1,10 @@
 import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import { afterAll, describe, expect, it } from 'vitest';
+import { createRoutePool } from '../../src/data-plane/pipeline/worker-pool.ts';
 import {
   PublishRequestSchema,
   PublishResponseSchema,
 } from '../../src/gen/agent_ingress/ingest/v0/ingest_pb.ts';
-import { createRoutePool } from '../../src/pipeline/worker-pool.ts';
 import { recordsOf } from '../helpers/blocks.ts';
 import { generateEvents } from '../helpers/events.ts';
 

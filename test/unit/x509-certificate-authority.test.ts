@@ -1,9 +1,9 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AppError } from '../../src/errors.ts';
-import { readCertificateAuthority } from '../../src/pki/certificate-authority.ts';
-import { toPem } from '../../src/pki/pem.ts';
-import { readTlsCertificate } from '../../src/pki/tls-certificate.ts';
+import { AppError } from '../../src/shared/errors.ts';
+import { readCertificateAuthority } from '../../src/shared/pki/certificate-authority.ts';
+import { toPem } from '../../src/shared/pki/pem.ts';
+import { readTlsCertificate } from '../../src/shared/pki/tls-certificate.ts';
 import { CA_EXTENSIONS, type Issued, OpensslPki } from '../helpers/openssl-pki.ts';
 
 // certificate_authorities' ca_pem read from certificates the real openssl command makes.

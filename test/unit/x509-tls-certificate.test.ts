@@ -1,13 +1,13 @@
 import { createPrivateKey, createPublicKey } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AppError } from '../../src/errors.ts';
-import { readCertificateAuthority } from '../../src/pki/certificate-authority.ts';
+import { AppError } from '../../src/shared/errors.ts';
+import { readCertificateAuthority } from '../../src/shared/pki/certificate-authority.ts';
 import {
   EXAMPLE_CA_PEM,
   EXAMPLE_CERTIFICATE_PEM,
   EXAMPLE_PRIVATE_KEY_PEM,
-} from '../../src/pki/examples.ts';
-import { readTlsCertificate } from '../../src/pki/tls-certificate.ts';
+} from '../../src/shared/pki/examples.ts';
+import { readTlsCertificate } from '../../src/shared/pki/tls-certificate.ts';
 import { CA_EXTENSIONS, type Issued, OpensslPki } from '../helpers/openssl-pki.ts';
 
 // tls_certificates' certificate_pem and private_key_pem read from certificates and keys the real

@@ -1,0 +1,189 @@
+import {
+  type Agent,
+  type ClientRequest,
+  request as httpRequest,
+  type IncomingMessage,
+  type OutgoingHttpHeaders,
+  type ServerResponse,
+} from 'node:http';
+import type { Socket } from 'node:net';
+import { pipeline } from 'node:stream';
+import type { Logger } from '../../shared/logger.ts';
+import { TOO_MANY_CHANNELS } from '../sessions/registry.ts';
+import type { ChannelConnector } from './channel-agent.ts';
+import type { ChannelSocket } from './channel-socket.ts';
+import { errorPage, invalidStatus } from './edge-answers.ts';
+import { endToEndFields } from './proxy-headers.ts';
+
+// One request to an agent and its answer back. The request goes on a pooled channel; one whose
+// channel closes before any byte of an answer, when that channel was a reused one (the agent's
+// server closed it as it went idle: the keep-alive race), is sent once more on a fresh channel,
+// if sending it again is safe: an idempotent method whose body is still at hand, or any method
+// before anything of it was sent. Otherwise, and for a fresh channel that fails, 502, as nginx
+// does with one upstream (docs/decisions.md#edge-retry). The agent has EDGE_RESPONSE_TIMEOUT_MS
+// in all to start its answer (504); an answer after the edge's own is dropped, and one with a
+// status HTTP does not have is a 502.
+
+/** Methods whose repetition has the effect of one request (RFC 9110 §9.2.2). */
+const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
+
+/** The most of an idempotent request's body kept for a retry; past it, no retry. */
+const REPLAY_BYTES = 64 * 1024;
+
+/** Where a request's channels come from. */
+export interface Channels {
+  /** The session's pool. */
+  pool: Agent;
+  /** A new channel outside the pool, for a retry. */
+  fresh: ChannelConnector;
+}
+
+/** What the agent answered, for the request's event. */
+export interface Answered {
+  /** The agent's answer head's fields; undefined when the edge answered itself. */
+  headers: IncomingMessage['headers'] | undefined;
+  bodyBytes: number;
+  /** Whether the (last) attempt went on a channel reused from the pool. */
+  reused: boolean;
+}
+
+export interface ForwardOptions {
+  /** The routed host, for the edge's own answers and logs. */
+  host: string;
+  headers: OutgoingHttpHeaders;
+  timeoutMs: number;
+  logger: Logger;
+}
+
+/** Sends `request` to the agent and streams its answer to `response`; what was answered. */
+export function forwardRequest(
+  channels: Channels,
+  request: IncomingMessage,
+  response: ServerResponse,
+  { host, headers, timeoutMs, logger }: ForwardOptions,
+): Answered {
+  const answered: Answered = { headers: undefined, bodyBytes: 0, reused: false };
+  const method = request.method ?? 'GET';
+  const body = new BodyRelay(request, IDEMPOTENT.has(method));
+  let clientGone = false;
+  let retried = false;
+  // One timer for every attempt: the request's whole wait for the start of its answer.
+  const timer = setTimeout(() => {
+    current.destroy();
+    logger.info({ host, timeoutMs }, 'edge: the agent did not answer in time (504)');
+    errorPage(response, 504, `The agent for ${host} did not answer in time.`);
+  }, timeoutMs);
+  let current = attempt({ agent: channels.pool });
+  // A client that leaves takes its request to the agent with it: its channel is freed at once.
+  response.once('close', () => {
+    clearTimeout(timer);
+    clientGone = !response.writableFinished;
+    if (clientGone) current.destroy();
+  });
+  return answered;
+
+  function attempt(via: { agent: Agent } | { createConnection: ChannelConnector }) {
+    const upstream = httpRequest({ method, path: request.url, headers, ...via });
+    let readBefore = 0;
+    upstream.once('socket', (socket: Socket | ChannelSocket) => {
+      readBefore = socket.bytesRead;
+      answered.reused = upstream.reusedSocket;
+    });
+    upstream.on('response', (answer) => onAnswer(upstream, answer));
+    upstream.on('error', (error) => {
+      if (upstream !== current || response.headersSent || clientGone) return;
+      const silent = (upstream.socket?.bytesRead ?? 0) === readBefore;
+      if (!retried && upstream.reusedSocket && silent && body.replayable) {
+        retried = true;
+        logger.debug({ err: error, host }, 'edge: a reused channel closed; retrying on a new one');
+        current = attempt({ createConnection: channels.fresh });
+        return;
+      }
+      clearTimeout(timer);
+      const busy = (error as NodeJS.ErrnoException).code === TOO_MANY_CHANNELS;
+      logger.info({ err: error, host }, 'edge: the request to the agent failed');
+      errorPage(
+        response,
+        busy ? 503 : 502,
+        `The agent for ${host} is not reachable: ${error.message}.`,
+      );
+    });
+    body.sendTo(upstream);
+    return upstream;
+  }
+
+  function onAnswer(upstream: ClientRequest, answer: IncomingMessage) {
+    if (response.headersSent || clientGone) {
+      logger.info({ host }, 'edge: the agent answered after the edge did; its answer is dropped');
+      return void upstream.destroy();
+    }
+    clearTimeout(timer);
+    const status = answer.statusCode;
+    if (invalidStatus(status)) {
+      logger.warn({ host, status }, 'edge: the agent answered with an invalid status code');
+      upstream.destroy();
+      return errorPage(
+        response,
+        502,
+        `The agent for ${host} answered an invalid status ${status}.`,
+      );
+    }
+    answered.headers = answer.headers;
+    answer.on('data', (chunk: Buffer) => {
+      answered.bodyBytes += chunk.length;
+    });
+    response.writeHead(status!, endToEndFields(answer.rawHeaders));
+    pipeline(answer, response, () => {});
+  }
+}
+
+/** The client's request body, relayed to one attempt after another. */
+class BodyRelay {
+  readonly #request: IncomingMessage;
+  #target: ClientRequest | undefined;
+  /** What was relayed, kept for a retry; undefined when it is not (or no longer) kept. */
+  #kept: Buffer[] | undefined;
+  #keptBytes = 0;
+  /** Whether anything (a body byte, or the end of the body) went to an attempt. */
+  #started = false;
+  #ended = false;
+
+  constructor(request: IncomingMessage, keep: boolean) {
+    this.#request = request;
+    this.#kept = keep ? [] : undefined;
+  }
+
+  /** Whether the request can be sent again whole: nothing sent yet, or all of it kept. */
+  get replayable(): boolean {
+    return this.#kept !== undefined || !this.#started;
+  }
+
+  /** Relays the body to `target`, after what the previous targets got. */
+  sendTo(target: ClientRequest): void {
+    const first = this.#target === undefined;
+    this.#target = target;
+    for (const chunk of this.#kept ?? []) target.write(chunk);
+    if (this.#ended) return void target.end();
+    if (!first) return void this.#request.resume();
+    this.#request.on('data', (chunk: Buffer) => this.#relay(chunk));
+    this.#request.on('end', () => {
+      this.#ended = true;
+      this.#started = true;
+      this.#target!.end();
+    });
+  }
+
+  #relay(chunk: Buffer): void {
+    this.#started = true;
+    if (this.#kept !== undefined) {
+      this.#keptBytes += chunk.length;
+      if (this.#keptBytes > REPLAY_BYTES) this.#kept = undefined;
+      else this.#kept.push(chunk);
+    }
+    const target = this.#target!;
+    if (!target.write(chunk)) {
+      this.#request.pause();
+      target.once('drain', () => target === this.#target && this.#request.resume());
+    }
+  }
+}

@@ -1,0 +1,99 @@
+import { createServer, type Server, type Socket } from 'node:net';
+import type { Config } from '../../config/load.ts';
+import type { ListenerLimit } from '../../shared/http/connection-limits.ts';
+import type { Logger } from '../../shared/logger.ts';
+import type { DecideEndpointIp } from '../sessions/ip-allowed.ts';
+import type { LiveSession } from '../sessions/registry.ts';
+import type { EdgePublisher } from './publisher.ts';
+import { splice } from './splice.ts';
+import { publishConnectionOf } from './traffic-event.ts';
+
+// A TCP endpoint: the port of one of the account's reserved addresses, listened on while the
+// session that bound it lives. Each connection is one SSH channel to the agent, bytes both ways,
+// and a tcp_connection_closed.v0 when it closes. An enforced `endpoints` IP restriction refuses
+// a client by closing its connection (ip_policy.decision `block`), and so does the endpoint's
+// MAX_CONNECTIONS (no event: nothing reached the agent).
+
+export interface TcpEndpointDeps {
+  config: Config;
+  logger: Logger;
+  publisher: EdgePublisher;
+  endpointIp: DecideEndpointIp;
+  /** This endpoint's own MAX_CONNECTIONS. */
+  limit: ListenerLimit;
+}
+
+/** An open endpoint; close() stops it and cuts its connections. */
+export interface TcpEndpoint {
+  close(): Promise<void>;
+}
+
+/** Listens on `port` for `session` (whose metadata is the reserved address). */
+export async function openTcpEndpoint(
+  session: LiveSession,
+  address: { host: string; port: number },
+  deps: TcpEndpointDeps,
+): Promise<TcpEndpoint> {
+  const connections = new Set<Socket>();
+  const server: Server = createServer((socket) => {
+    if (deps.limit.admit(socket) !== undefined) return void socket.destroy();
+    connections.add(socket);
+    socket.once('close', () => connections.delete(socket));
+    serve(session, address, socket, deps).catch((error: unknown) => {
+      deps.logger.debug({ err: error }, 'tcp endpoint connection failed');
+      socket.destroy();
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(address.port, deps.config.host, () => resolve());
+  });
+  return {
+    close() {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const socket of connections) socket.destroy();
+      return closed;
+    },
+  };
+}
+
+async function serve(
+  session: LiveSession,
+  address: { host: string; port: number },
+  socket: Socket,
+  deps: TcpEndpointDeps,
+): Promise<void> {
+  const startMs = Date.now();
+  const { accountId } = session.facts.credential;
+  const clientIp = socket.remoteAddress ?? '';
+  const closed = {
+    accountId,
+    clientIp,
+    serverIp: socket.localAddress ?? '',
+    serverName: address.host,
+    serverPort: address.port,
+    startMs,
+  };
+  const report = (ipDecision: string, bytesIn: number, bytesOut: number) =>
+    deps.publisher.publish(
+      publishConnectionOf({ ...closed, bytesIn, bytesOut, endMs: Date.now(), ipDecision }),
+    );
+  socket.pause();
+  const ipDecision = await deps.endpointIp(accountId, clientIp);
+  if (ipDecision === 'block') {
+    socket.destroy();
+    report(ipDecision, 0, 0);
+    return;
+  }
+  const channel = await session.openChannel({ ip: clientIp, port: socket.remotePort ?? 0 });
+  let bytesIn = 0;
+  let bytesOut = 0;
+  socket.on('data', (chunk: Buffer) => {
+    bytesIn += chunk.length;
+  });
+  channel.on('data', (chunk: Buffer) => {
+    bytesOut += chunk.length;
+  });
+  splice(socket, channel, () => report(ipDecision, bytesIn, bytesOut));
+  socket.resume();
+}

@@ -1,0 +1,193 @@
+import { create, type MessageInitShape, toBinary } from '@bufbuild/protobuf';
+import { timestampFromMs } from '@bufbuild/protobuf/wkt';
+import {
+  HttpRequestCompleteSchema,
+  TcpConnectionClosedSchema,
+} from '../../gen/agent_ingress/events/v0/traffic_pb.ts';
+import { PublishRequestSchema } from '../../gen/agent_ingress/ingest/v0/ingest_pb.ts';
+import { newId } from '../../shared/ids.ts';
+
+// http_request_complete.v0 as the edge knows it, encoded as the PublishRequest an external edge
+// proxy would post: the pipeline gets the same bytes either way, so filters, field selection,
+// destinations and durability are the same.
+
+/** The TLS session of an HTTPS request, between client and edge. */
+export interface TlsFacts {
+  /** As Node names it, e.g. `TLSv1.3`. */
+  version: string;
+  /** The IANA name, e.g. `TLS_AES_256_GCM_SHA384`. */
+  cipherSuite: string;
+  clientCert?: { serialNumber: string; subjectCn: string };
+}
+
+/** What the edge observed of one request. */
+export interface CompletedRequest {
+  accountId: string;
+  conn: {
+    clientIp: string;
+    serverIp: string;
+    serverName: string;
+    serverPort: number;
+    startMs: number;
+  };
+  /** Set on HTTPS. */
+  tls?: TlsFacts;
+  request: {
+    method: string;
+    host: string;
+    /** The request target as received (path and query). */
+    target: string;
+    headers: NodeJS.Dict<string | string[]>;
+    bodyLength: number;
+  };
+  response: {
+    statusCode: number;
+    headers: NodeJS.Dict<string | string[] | number>;
+    bodyLength: number;
+  };
+  connectionReused: boolean;
+  /** ip_policy.decision: `allow`, `block`, or `invalid` when no IP restriction was checked. */
+  ipDecision: string;
+  endMs: number;
+}
+
+/** `content-type` → `Content-Type` (keys capitalized, as the catalogue says). */
+function capitalize(name: string): string {
+  return name.replace(
+    /(^|-)([a-z])/g,
+    (_, dash: string, letter: string) => dash + letter.toUpperCase(),
+  );
+}
+
+/** Headers normalized as the catalogue says: keys capitalized, values lowercased, repeats kept. */
+export function normalizeHeaders(headers: NodeJS.Dict<string | string[] | number>) {
+  const out: Record<string, { values: string[] }> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined) continue;
+    const values = [value].flat().map((v) => String(v).toLowerCase());
+    out[capitalize(name.toLowerCase())] = { values };
+  }
+  return out;
+}
+
+type HttpRequestCompleteInit = MessageInitShape<typeof HttpRequestCompleteSchema>;
+
+/** The event's payload; modules that did not run say `invalid`. */
+export function httpRequestComplete(done: CompletedRequest): HttpRequestCompleteInit {
+  const { conn, request, response, tls } = done;
+  const scheme = tls === undefined ? 'http' : 'https';
+  const url = new URL(request.target, `${scheme}://${request.host}`);
+  return {
+    backend: { connectionReused: done.connectionReused },
+    basicAuth: { decision: 'invalid' },
+    circuitBreaker: { decision: 'invalid' },
+    compression: { algorithm: 'none', bytesSaved: 0n },
+    conn: {
+      clientIp: conn.clientIp,
+      serverIp: conn.serverIp,
+      serverName: conn.serverName,
+      serverPort: conn.serverPort,
+      startTs: timestampFromMs(conn.startMs),
+    },
+    http: {
+      request: {
+        bodyLength: BigInt(request.bodyLength),
+        headers: normalizeHeaders(request.headers),
+        method: request.method.toLowerCase(),
+        url: {
+          host: request.host,
+          path: url.pathname,
+          query: url.search.slice(1),
+          raw: `${scheme}://${request.host}${request.target}`,
+          scheme,
+        },
+        userAgent: String(request.headers['user-agent'] ?? ''),
+      },
+      response: {
+        bodyLength: BigInt(response.bodyLength),
+        headers: normalizeHeaders(response.headers),
+        statusCode: response.statusCode,
+      },
+    },
+    ipPolicy: { decision: done.ipDecision },
+    oauth: { decision: 'invalid' },
+    ...(tls === undefined ? {} : { tls: tlsMessage(tls) }),
+    webhookVerification: { decision: 'invalid' },
+  };
+}
+
+function tlsMessage(tls: TlsFacts): NonNullable<HttpRequestCompleteInit['tls']> {
+  const cert = tls.clientCert;
+  return {
+    cipherSuite: tls.cipherSuite,
+    version: tls.version,
+    ...(cert
+      ? { clientCert: { serialNumber: cert.serialNumber, subject: { cn: cert.subjectCn } } }
+      : {}),
+  };
+}
+
+/** What the edge observed of one TCP connection to an endpoint. */
+export interface ClosedConnection {
+  accountId: string;
+  clientIp: string;
+  serverIp: string;
+  /** The reserved address's host name. */
+  serverName: string;
+  serverPort: number;
+  bytesIn: number;
+  bytesOut: number;
+  startMs: number;
+  endMs: number;
+  ipDecision: string;
+}
+
+/** One event of the edge as the PublishRequest an edge proxy would post. */
+function publishOne(
+  accountId: string,
+  atMs: number,
+  payload:
+    | { case: 'httpRequestComplete'; value: ReturnType<typeof httpRequestMessage> }
+    | { case: 'tcpConnectionClosed'; value: ReturnType<typeof tcpMessage> },
+): Uint8Array {
+  const message = create(PublishRequestSchema, {
+    events: [{ accountId, eventId: newId('ev'), eventTimestamp: timestampFromMs(atMs), payload }],
+  });
+  return toBinary(PublishRequestSchema, message);
+}
+
+function httpRequestMessage(done: CompletedRequest) {
+  return create(HttpRequestCompleteSchema, httpRequestComplete(done));
+}
+
+function tcpMessage(closed: ClosedConnection) {
+  return create(TcpConnectionClosedSchema, {
+    conn: {
+      bytesIn: BigInt(closed.bytesIn),
+      bytesOut: BigInt(closed.bytesOut),
+      clientIp: closed.clientIp,
+      endTs: timestampFromMs(closed.endMs),
+      serverIp: closed.serverIp,
+      serverName: closed.serverName,
+      serverPort: closed.serverPort,
+      startTs: timestampFromMs(closed.startMs),
+    },
+    ipPolicy: { decision: closed.ipDecision },
+  });
+}
+
+/** The PublishRequest carrying one completed request. */
+export function publishRequestOf(done: CompletedRequest): Uint8Array {
+  return publishOne(done.accountId, done.endMs, {
+    case: 'httpRequestComplete',
+    value: httpRequestMessage(done),
+  });
+}
+
+/** The PublishRequest carrying one closed TCP connection (tcp_connection_closed.v0). */
+export function publishConnectionOf(closed: ClosedConnection): Uint8Array {
+  return publishOne(closed.accountId, closed.endMs, {
+    case: 'tcpConnectionClosed',
+    value: tcpMessage(closed),
+  });
+}

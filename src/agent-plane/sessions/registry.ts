@@ -1,0 +1,174 @@
+import type { Duplex } from 'node:stream';
+import type { Caller } from '../../control-plane/api-key-auth.ts';
+import { AppError } from '../../shared/errors.ts';
+import { newId } from '../../shared/ids.ts';
+import type { Logger } from '../../shared/logger.ts';
+import {
+  claimSession,
+  dropPredecessors,
+  releaseSession,
+  renewSessions,
+  type SessionRow,
+  sessionOfAccount,
+} from '../../store/agent-sessions.ts';
+import type { Db } from '../../store/db.ts';
+import { type SessionFacts, STOP_REASONS } from './session-events.ts';
+
+// The live sessions of this instance, by id and by the hostname each one serves, each also
+// recorded in the store's session registry, which every instance sharing the store reads. An
+// endpoint has one live session across instances: a second agent binding it is refused (the
+// first keeps serving, so nobody can take over a name that is in use; a dead agent frees it when
+// keep-alives give up on it, a crashed instance's sessions when their lease lapses).
+
+/** The code of the error openChannel rejects with at MAX_CHANNELS_PER_SESSION (the edge's 503). */
+export const TOO_MANY_CHANNELS = 'ETOOMANYCHANNELS';
+
+/** One agent's live session, as the edge and the API see it. */
+export interface LiveSession {
+  facts: SessionFacts;
+  /** The hostname it serves (HTTP), or its reserved address (TCP). */
+  hostname: string;
+  /** Opens an SSH channel to the agent's forwarded port for one edge connection. */
+  openChannel(client: { ip: string; port: number }): Promise<Duplex>;
+  /** Ends the session (its SSH connection); the stop event carries `reason`. */
+  end(reason: string, principal?: Caller): Promise<void>;
+}
+
+/** The registry of live sessions. */
+export interface SessionRegistry {
+  /** This instance in the store: its random id and its INTERNAL_URL ('' without one). */
+  readonly owner: { id: string; url: string };
+  /** Adds a session, or says why it cannot be (its hostname taken, the account at its limit). */
+  claim(session: LiveSession): Promise<string | undefined>;
+  release(session: LiveSession): Promise<void>;
+  /** This instance's session serving `hostname`. */
+  byHost(hostname: string): LiveSession | undefined;
+  /** This instance's session `id` of the account; undefined for another account's. */
+  get(accountId: string, id: string): LiveSession | undefined;
+  all(): LiveSession[];
+  /**
+   * Ends the account's session `id` through the API, on this instance or on its owner; false
+   * when no such session lives.
+   */
+  stop(accountId: string, id: string, principal: Caller): Promise<boolean>;
+  /**
+   * Frees the endpoints of this instance's previous process (a crash) at once, rather than when
+   * their leases lapse; called once this instance holds its INTERNAL_URL's port.
+   */
+  dropPredecessors(): Promise<number>;
+  /** Stops renewing the leases (at shutdown, once the sessions have ended). */
+  close(): void;
+}
+
+/** What the registry needs. */
+export interface SessionRegistryDeps {
+  db: Db;
+  logger: Logger;
+  maxPerAccount: number;
+  /** How long a session counts without its owner renewing it, ms. */
+  leaseMs: number;
+  /** INTERNAL_URL, or '' when other instances cannot reach this one. */
+  internalUrl: string;
+  /** Asks the instance `owner` to stop its session; false when it has no such session. */
+  stopElsewhere: (
+    owner: { id: string; url: string },
+    id: string,
+    principal: Caller,
+  ) => Promise<boolean>;
+}
+
+/** The store's row of a session this instance owns. */
+function rowOf(session: LiveSession, owner: { id: string; url: string }): SessionRow {
+  const { facts } = session;
+  return {
+    id: facts.id,
+    account_id: facts.credential.accountId,
+    endpoint: session.hostname,
+    owner_id: owner.id,
+    owner_url: owner.url,
+    credential_id: facts.credential.id,
+    credential_kind: facts.credential.kind,
+    agent_ip: facts.agentIp,
+    agent_version: facts.userAgent,
+    region: facts.region,
+    started_at: facts.startedAt,
+  };
+}
+
+/** An empty registry; its leases are renewed every third of `leaseMs` until close(). */
+export function createSessionRegistry(deps: SessionRegistryDeps): SessionRegistry {
+  const { db, logger, maxPerAccount, leaseMs } = deps;
+  const owner = { id: newId('inst'), url: deps.internalUrl };
+  const byId = new Map<string, LiveSession>();
+  const byHost = new Map<string, LiveSession>();
+
+  /**
+   * Renews this instance's leases; a session whose row is gone (its lease lapsed) ends, and so
+   * does one whose credential another instance deleted.
+   */
+  async function renew(): Promise<void> {
+    const { recorded, credentialGone } = await renewSessions(db, owner.id, leaseMs);
+    for (const session of byId.values()) {
+      const { id } = session.facts;
+      if (!recorded.has(id)) void session.end(STOP_REASONS.leaseLapsed);
+      else if (credentialGone.has(id)) void session.end(STOP_REASONS.credentialDeleted);
+    }
+  }
+  const timer = setInterval(() => {
+    renew().catch((error: unknown) => logger.warn({ err: error }, 'session lease renewal failed'));
+  }, leaseMs / 3);
+  timer.unref();
+
+  const get = (accountId: string, id: string) => {
+    const session = byId.get(id);
+    return session?.facts.credential.accountId === accountId ? session : undefined;
+  };
+
+  return {
+    owner,
+    async claim(session) {
+      const refused = await claimSession(db, rowOf(session, owner), { maxPerAccount, leaseMs });
+      if (refused === undefined) {
+        byId.set(session.facts.id, session);
+        byHost.set(session.hostname, session);
+        return undefined;
+      }
+      if ('full' in refused) {
+        return `the account already has ${maxPerAccount} live sessions (MAX_SESSIONS_PER_ACCOUNT)`;
+      }
+      // Another account's session id is not this agent's business.
+      if (refused.account !== session.facts.credential.accountId) {
+        return `"${session.hostname}" is in use by another agent`;
+      }
+      return `"${session.hostname}" is already bound by session ${refused.holder}; stop it first`;
+    },
+    async release(session) {
+      if (byId.get(session.facts.id) !== session) return;
+      byId.delete(session.facts.id);
+      byHost.delete(session.hostname);
+      await releaseSession(db, session.facts.id, owner.id);
+    },
+    byHost: (hostname) => byHost.get(hostname),
+    get,
+    all: () => [...byId.values()],
+    dropPredecessors: () => dropPredecessors(db, owner),
+    async stop(accountId, id, principal) {
+      const local = get(accountId, id);
+      if (local !== undefined) {
+        await local.end(STOP_REASONS.api, principal);
+        return true;
+      }
+      const row = await sessionOfAccount(db, accountId, id);
+      if (row === undefined || row.owner_id === owner.id) return false;
+      if (row.owner_url === '') {
+        throw new AppError(
+          'ERR_UNAVAILABLE',
+          `session ${id} is served by an instance without INTERNAL_URL; stop it there`,
+          { id },
+        );
+      }
+      return deps.stopElsewhere({ id: row.owner_id, url: row.owner_url }, id, principal);
+    },
+    close: () => clearInterval(timer),
+  };
+}

@@ -1,0 +1,44 @@
+import type { FastifyInstance } from 'fastify';
+import { AppError } from '../../../shared/errors.ts';
+import { getEventDestination } from '../../../store/event-destinations.ts';
+import type { ApiDeps } from '../deps.ts';
+import { EVENT_DESTINATIONS, notFound } from '../resources.ts';
+import { objectWith } from '../validate.ts';
+
+/**
+ * POST /event_destinations/{id}/test: sends one `event_destination_test.v0` event through the
+ * pipeline and says honestly what happened: `delivered` (the target took it) or `spooled` (kept
+ * on disk and retried like any event, with the target's error). Both are 200: the event is
+ * durable either way. Ownership is checked in the store first, so another account's id is 404
+ * before anything is sent. The answer waits on the account's own target (up to its request
+ * timeout), so it is a long-lived answer (src/control-plane/api/long-lived.ts).
+ */
+export function addDestinationTestAction(app: FastifyInstance, deps: ApiDeps): void {
+  const { db, keyring } = deps;
+  app.post<{ Params: { id: string } }>('/event_destinations/:id/test', async (request) => {
+    if (request.body !== undefined && request.body !== null) objectWith(request.body, []);
+    const { accountId } = request.caller;
+    const { id } = request.params;
+    const row = await getEventDestination(db, accountId, id, keyring);
+    if (row === undefined) throw notFound(EVENT_DESTINATIONS, id);
+    if (deps.testDestination === undefined) {
+      throw new AppError('ERR_UNAVAILABLE', 'this instance cannot send test events (no pipeline)');
+    }
+    const release = deps.longLived.take(accountId);
+    const result = await deps.testDestination(accountId, id).finally(release);
+    if (!result.durable) {
+      throw new AppError(
+        'ERR_UNAVAILABLE',
+        `the test event could not be delivered or spooled: ${result.error}`,
+        { id, event_id: result.eventId },
+      );
+    }
+    return {
+      event_id: result.eventId,
+      delivered: result.delivered,
+      status: result.delivered ? 'delivered' : 'spooled',
+      error: result.error,
+      health: deps.destinationHealth?.(id) ?? null,
+    };
+  });
+}

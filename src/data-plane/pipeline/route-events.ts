@@ -1,0 +1,233 @@
+import { create, toBinary } from '@bufbuild/protobuf';
+import type { EventJson } from '../../catalogue/index.ts';
+import { PublishResponseSchema } from '../../gen/agent_ingress/ingest/v0/ingest_pb.ts';
+import type { AppError } from '../../shared/errors.ts';
+import { newId } from '../../shared/ids.ts';
+import type { SpanProjection } from '../filter/index.ts';
+import { BlockWriter, RecordMeta } from '../sinks/record-block.ts';
+import { type RequestText, readPublishRequest, type TextEvent } from '../wire-json/request-text.ts';
+import { eventsByAccount, RequestTally } from './match-tally.ts';
+import type { Route, Routing } from './routing.ts';
+import { sampled } from './sampling.ts';
+import { createTee, type TapSpec } from './tap-tee.ts';
+import type { Delivery, RouteResult } from './worker-protocol.ts';
+
+const EVENT_ID = /^[\x21-\x7e]{1,128}$/;
+const MAX_ACCOUNT_ID = 128;
+const CLOSE = 0x7d; // the envelope's closing brace
+
+/** Why an event makes its whole request invalid, or undefined when it is fine. */
+function problem(event: TextEvent, index: number): string | undefined {
+  if (event.accountId === '' || event.accountId.length > MAX_ACCOUNT_ID) {
+    return `events[${index}].account_id must be 1-${MAX_ACCOUNT_ID} characters`;
+  }
+  if (event.type === undefined) {
+    return `events[${index}] has no payload (http_request_complete or tcp_connection_closed)`;
+  }
+  if (event.eventId !== '' && !EVENT_ID.test(event.eventId)) {
+    return `events[${index}].event_id must be 1-128 printable ASCII characters`;
+  }
+  if (event.eventTimestamp === null) {
+    return `events[${index}].event_timestamp is out of range`;
+  }
+  return undefined;
+}
+
+/** The Kafka partition key: one host's events stay together, in order. */
+function partitionKey(filterable: EventJson): string {
+  const conn = filterable.conn as { server_name?: string; client_ip?: string } | undefined;
+  return conn?.server_name || conn?.client_ip || '';
+}
+
+/** An event's envelope as text, around an object (for preview taps, off the hot path). */
+function envelopeText(
+  eventId: string,
+  eventType: string,
+  timestamp: string,
+  accountId: string,
+  object: EventJson,
+): string {
+  return JSON.stringify({
+    event_id: eventId,
+    event_type: eventType,
+    event_timestamp: timestamp,
+    account_id: accountId,
+    principal: null,
+    object,
+  });
+}
+
+/** Writes a record's envelope: its head (text[head, headEnd)), the selected fields, the brace. */
+function writeRecord(
+  writer: BlockWriter,
+  request: RequestText,
+  head: number,
+  headEnd: number,
+  projection: SpanProjection,
+  spanBase: number,
+): void {
+  const { text, spans } = request;
+  writer.bytes(text, head, headEnd);
+  for (const op of projection) {
+    if (typeof op === 'number') {
+      writer.bytes(text, spans[spanBase + 2 * op], spans[spanBase + 2 * op + 1]);
+    } else {
+      writer.bytes(op, 0, op.length);
+    }
+  }
+  writer.ensure(1);
+  writer.buf[writer.pos++] = CLOSE;
+}
+
+// Writers kept between requests (a worker routes one request at a time): their buffers grow to
+// the largest request's needs once, instead of being allocated for every request.
+// Bounded, so a rare huge request or many destinations do not pin memory for good.
+const spareWriters: BlockWriter[] = [];
+const MAX_SPARE_WRITERS = 16;
+const MAX_SPARE_BYTES = 8 * 2 ** 20;
+
+/** Where an event's record for one field selection was written first, and who has it. */
+interface Written {
+  projectionKey: string;
+  writer: BlockWriter;
+  index: number;
+  destinationIds: string[];
+}
+
+/**
+ * The per-request work of the data plane: read the request (every event's JSON text written
+ * once), validate every event (one bad event rejects the request, so nothing of it is
+ * delivered), then for each event its account's routes: filter on its Filterable leaves, copy
+ * its selected fields into an envelope once per field selection, and group by destination.
+ */
+export function routeRequest(
+  routing: Routing,
+  bytes: Uint8Array,
+  receivedAt: number,
+  maxEvents = Number.POSITIVE_INFINITY,
+  taps?: readonly TapSpec[],
+): RouteResult {
+  let request: RequestText;
+  try {
+    request = readPublishRequest(bytes, maxEvents);
+  } catch (error) {
+    if ((error as AppError).code === 'ERR_BODY_TOO_LARGE') {
+      return {
+        kind: 'too-many',
+        message: `a request may carry at most ${maxEvents} events (MAX_INGEST_EVENTS); split it`,
+      };
+    }
+    return {
+      kind: 'invalid',
+      message: `malformed PublishRequest: ${(error as Error).message}`,
+      accounts: [],
+    };
+  }
+  const { events } = request;
+  for (let i = 0; i < events.length; i++) {
+    const why = problem(events[i], i);
+    if (why !== undefined)
+      return { kind: 'invalid', message: why, accounts: eventsByAccount(events) };
+  }
+  const received = new Date(receivedAt).toISOString();
+  const writers = new Map<string, BlockWriter>();
+  const eventIds: string[] = new Array(events.length);
+  let matched = 0;
+  const tee = createTee(taps);
+  const tally = new RequestTally();
+  const written: Written[] = [];
+  const meta = new RecordMeta();
+  let routes: readonly Route[] = [];
+  let routesOf = '';
+  for (let i = 0; i < events.length; i++) {
+    const event = events[i];
+    const eventId = event.eventId || newId('ev');
+    eventIds[i] = eventId;
+    const eventType = event.type!; // problem() checked every event
+    const timestamp = event.eventTimestamp ?? received;
+    const { accountId } = event;
+    // Requests mostly carry runs of one account's events of one kind.
+    if (routesOf !== `${accountId}\n${eventType}`) {
+      routesOf = `${accountId}\n${eventType}`;
+      routes = routing.routes(accountId, eventType);
+    }
+    if (tee !== undefined) {
+      tee.event(
+        accountId,
+        eventType,
+        () => request.object(i),
+        (selected) => envelopeText(eventId, eventType, timestamp, accountId, selected),
+      );
+    }
+    if (routes.length === 0) {
+      tally.event(accountId, false);
+      continue;
+    }
+    const filterable = request.filterable(i);
+    const head = request.appendHead(eventId, eventType, timestamp, accountId);
+    const headEnd = request.at;
+    meta.set(eventId, eventType, accountId, partitionKey(filterable));
+    // One envelope per distinct field selection, copied as bytes to each further destination
+    // that wants it; a destination never gets the same record twice.
+    written.length = 0;
+    let routedAny = false;
+    for (const route of routes) {
+      if (route.filter !== undefined && !route.filter.matches(filterable)) continue;
+      if (!sampled(eventId, route.sampleBound)) continue;
+      routedAny = true;
+      tally.route(route);
+      let record = written.find((w) => w.projectionKey === route.projectionKey);
+      for (const destinationId of route.destinationIds) {
+        if (record?.destinationIds.includes(destinationId)) continue;
+        let writer = writers.get(destinationId);
+        if (writer === undefined) {
+          writer = spareWriters.pop() ?? new BlockWriter();
+          writers.set(destinationId, writer);
+        }
+        if (record === undefined) {
+          writeRecord(writer, request, head, headEnd, route.projection, event.spanBase);
+          writer.endRecordMeta(meta);
+          record = {
+            projectionKey: route.projectionKey,
+            writer,
+            index: writer.records - 1,
+            destinationIds: [],
+          };
+          written.push(record);
+        } else {
+          writer.copyRecord(record.writer, record.index);
+        }
+        record.destinationIds.push(destinationId);
+      }
+      if (tee !== undefined && record !== undefined) {
+        tee.routed(route.subscriptionId, eventType, record.writer.recordText(record.index));
+      }
+    }
+    if (routedAny) matched++;
+    tally.event(accountId, routedAny);
+  }
+  const deliveries: Delivery[] = [];
+  let blockBytes = 0;
+  for (const [destinationId, writer] of writers) {
+    const block = writer.copyOut();
+    if (spareWriters.length < MAX_SPARE_WRITERS && writer.capacity <= MAX_SPARE_BYTES) {
+      spareWriters.push(writer);
+    }
+    blockBytes += block.text.length + block.meta.length;
+    deliveries.push({ destinationId, parts: block.parts() });
+  }
+  const response = toBinary(
+    PublishResponseSchema,
+    create(PublishResponseSchema, { accepted: events.length, eventIds }),
+  );
+  return {
+    kind: 'routed',
+    response,
+    accepted: events.length,
+    matched,
+    deliveries,
+    bytes: blockBytes,
+    tally: tally.result(),
+    ...(tee === undefined ? {} : { tapped: tee.catches() }),
+  };
+}

@@ -1,0 +1,88 @@
+import { isTrafficType } from '../../catalogue/index.ts';
+import { cachedFilter } from '../filter/cached-filter.ts';
+import {
+  type CompiledFilter,
+  compileFilter,
+  compileSpanProjection,
+  type SpanProjection,
+} from '../filter/index.ts';
+import { newRouteTally, type RouteTally } from './match-tally.ts';
+import { sampleBound } from './sampling.ts';
+
+/** The subscriptions the pipeline routes by, for all accounts (loaded from the store). */
+export interface RoutingConfig {
+  version: number;
+  subscriptions: {
+    id: string;
+    accountId: string;
+    /** sampleRate: the share of filtered events delivered (0 < r <= 1); omitted: 1. */
+    sources: { type: string; filter: string; fields: string[]; sampleRate?: number }[];
+    destinationIds: string[];
+  }[];
+}
+
+/** Where one subscription sends one event type, with its compiled filter and projection. */
+export interface Route {
+  subscriptionId: string;
+  /** Undefined: every event matches. */
+  filter: CompiledFilter | undefined;
+  /** The source's sampling bound (sampling.ts), applied after the filter; undefined: keep all. */
+  sampleBound: number | undefined;
+  /** The selected fields as spans of the event's JSON text ([0]: every field). */
+  projection: SpanProjection;
+  /** Equal for routes that select the same fields, so their output is serialized once. */
+  projectionKey: string;
+  destinationIds: readonly string[];
+  /** Where routeRequest counts this route's matches in one request (match-tally.ts). */
+  tally: RouteTally;
+}
+
+/** Routes by account and event type, compiled once per configuration version. */
+export interface Routing {
+  readonly version: number;
+  routes(accountId: string, eventType: string): readonly Route[];
+  /** Sources that no longer compile (the catalogue changed under a stored filter); skipped. */
+  readonly broken: readonly { subscriptionId: string; type: string; error: string }[];
+}
+
+const NONE: readonly Route[] = Object.freeze([]);
+
+/** Compiles every source of every subscription; a broken source is skipped and reported. */
+export function compileRouting(config: RoutingConfig): Routing {
+  const table = new Map<string, Route[]>();
+  const broken: { subscriptionId: string; type: string; error: string }[] = [];
+  for (const subscription of config.subscriptions) {
+    if (subscription.destinationIds.length === 0) continue;
+    for (const source of subscription.sources) {
+      let route: Route;
+      try {
+        const traffic = isTrafficType(source.type);
+        route = {
+          subscriptionId: subscription.id,
+          filter:
+            traffic && source.filter.trim() !== ''
+              ? cachedFilter(compileFilter(source.type, source.filter))
+              : undefined,
+          sampleBound: sampleBound(source.sampleRate ?? 1),
+          projection: traffic ? compileSpanProjection(source.type, source.fields) : [0],
+          projectionKey:
+            traffic && source.fields.length > 0 ? [...source.fields].sort().join(',') : '*',
+          destinationIds: subscription.destinationIds,
+          tally: newRouteTally(),
+        };
+      } catch (error) {
+        broken.push({ subscriptionId: subscription.id, type: source.type, error: String(error) });
+        continue;
+      }
+      const key = `${subscription.accountId}\n${source.type}`;
+      const routes = table.get(key);
+      if (routes === undefined) table.set(key, [route]);
+      else routes.push(route);
+    }
+  }
+  return {
+    version: config.version,
+    broken,
+    routes: (accountId, eventType) => table.get(`${accountId}\n${eventType}`) ?? NONE,
+  };
+}

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RESOURCES } from '../../src/control-plane/api/resource-list.ts';
-import type { Resource } from '../../src/control-plane/api/resources.ts';
+import type { Resource } from '../../src/control-plane/api/resource-types.ts';
 import type { Service } from '../../src/service.ts';
 import { type ProcessRun, runProcess } from '../helpers/run-process.ts';
 import { startTestService, TEST_BOOTSTRAP_KEY } from '../helpers/service.ts';

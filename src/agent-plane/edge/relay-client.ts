@@ -11,7 +11,7 @@ import { AppError } from '../../shared/errors.ts';
 import type { Logger } from '../../shared/logger.ts';
 import { sessionOfEndpoint } from '../../store/agent-sessions.ts';
 import type { Db } from '../../store/db.ts';
-import type { Peer } from './edge-server.ts';
+import type { Peer } from './peer.ts';
 import { endToEndFields, endToEndHeaders, responseHead } from './proxy-headers.ts';
 import { RELAY_HEADER, type RelayAuth } from './relay-auth.ts';
 

@@ -8,7 +8,7 @@ export const KAFKA_SINK: SinkKind<KafkaSinkConfig> = {
   settings: KAFKA_SETTINGS,
   parse: parseKafkaSinkConfig,
   async create(config, { logger }) {
-    const { createKafkaSink } = await import('./sink-platformatic.ts');
+    const { createKafkaSink } = await import('./sink.ts');
     return createKafkaSink({ config, logger });
   },
 };

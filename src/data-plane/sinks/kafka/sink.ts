@@ -135,7 +135,9 @@ export function createKafkaSink(deps: KafkaSinkDeps): Sink {
     if (producer) return producer;
     const p = new Producer({ ...options });
     // Broker hiccups go to debug; the destination reports state changes.
-    p.on('client:broker:failed', (event: unknown) => log.debug({ event }, 'kafka broker failed'));
+    p.on('client:broker:failed', (event?: { broker?: { host: string; port: number } }) =>
+      log.debug({ broker: event?.broker }, 'kafka broker connection failed'),
+    );
     producer = p;
     return p;
   }

@@ -49,7 +49,7 @@ const META = 4;
 
 /** A record's metadata values, by their place in the block. */
 export const META_FIELD = { eventId: 0, eventType: 1, accountId: 2, partitionKey: 3 } as const;
-type MetaField = (typeof META_FIELD)[keyof typeof META_FIELD];
+export type MetaField = (typeof META_FIELD)[keyof typeof META_FIELD];
 const NEWLINE = 0x0a;
 
 const asBuffer = (u: Uint8Array): Buffer =>

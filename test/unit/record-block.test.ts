@@ -37,10 +37,10 @@ describe('RecordBlock', () => {
         const block = RecordBlock.of(records);
         records.forEach((r, i) => {
           const bytes = (field: MetaField) => block.metaBytes(i, field);
-          expect(bytes(META_FIELD.eventId).toString()).toBe(block.eventId(i));
-          expect(bytes(META_FIELD.eventType).toString()).toBe(block.eventType(i));
-          expect(bytes(META_FIELD.accountId).toString()).toBe(block.accountId(i));
-          expect(bytes(META_FIELD.partitionKey).toString()).toBe(block.partitionKey(i));
+          expect(bytes(META_FIELD.eventId)).toEqual(Buffer.from(r.eventId));
+          expect(bytes(META_FIELD.eventType)).toEqual(Buffer.from(r.eventType));
+          expect(bytes(META_FIELD.accountId)).toEqual(Buffer.from(r.accountId));
+          expect(bytes(META_FIELD.partitionKey)).toEqual(Buffer.from(r.partitionKey));
           expect(bytes(META_FIELD.partitionKey).buffer).toBe(block.meta.buffer);
         });
       }),

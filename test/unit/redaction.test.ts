@@ -12,7 +12,10 @@ import {
 } from '../../src/data-plane/redaction/policy.ts';
 import { queryHasName, redactQuery, redactUrl } from '../../src/data-plane/redaction/query.ts';
 import { readPublishRequest } from '../../src/data-plane/wire-json/request-text.ts';
-import { EventSchema, PublishRequestSchema } from '../../src/gen/agent_ingress/ingest/v0/ingest_pb.ts';
+import {
+  EventSchema,
+  PublishRequestSchema,
+} from '../../src/gen/agent_ingress/ingest/v0/ingest_pb.ts';
 import { recordsOf } from '../helpers/blocks.ts';
 
 // The redaction of end users' credentials (docs/security.md#redacted): what the worker's text
@@ -130,7 +133,11 @@ describe('redaction of credentials', () => {
       `https://h/p?refresh_token=${REDACTED}&y#f`,
     );
     expect(redactionOf({ keepCredentials: true }).queryParams).toBeNull();
-    expect(redactionOf({ keepCredentials: true, redactHeaders: ['Cookie'] }).headers!.hasString('COOKIE')).toBe(true);
+    expect(
+      redactionOf({ keepCredentials: true, redactHeaders: ['Cookie'] }).headers!.hasString(
+        'COOKIE',
+      ),
+    ).toBe(true);
   });
 });
 

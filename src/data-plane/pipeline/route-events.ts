@@ -194,7 +194,15 @@ export function routeRequest(
         if (record === undefined) {
           // A route redacting otherwise than the text was written copies from its own rewrite.
           if (route.redaction.key === event.redaction!.key) {
-            writeRecord(writer, request, head, headEnd, route.projection, request.spans, event.spanBase);
+            writeRecord(
+              writer,
+              request,
+              head,
+              headEnd,
+              route.projection,
+              request.spans,
+              event.spanBase,
+            );
           } else {
             const spans = request.rewrite(i, route.redaction);
             writeRecord(writer, request, head, headEnd, route.projection, spans, 0);

@@ -8,13 +8,16 @@ import { redactQuery, redactUrl } from './query.ts';
 
 type Group = Record<string, unknown>;
 
+// A copy only when a header is redacted; null-prototype, so a header named `__proto__` stays a
+// key, as in the decoder's object.
 function redactHeaders(headers: unknown, names: NameSet): unknown {
   if (headers === null || typeof headers !== 'object') return headers;
-  const out: Record<string, unknown> = {};
-  for (const [name, values] of Object.entries(headers)) {
-    const hidden = names.hasString(name) && Array.isArray(values) && values.length > 0;
-    out[name] = hidden ? [REDACTED] : values;
-  }
+  const entries = Object.entries(headers);
+  const hidden = ([name, values]: [string, unknown]) =>
+    Array.isArray(values) && values.length > 0 && names.hasString(name);
+  if (!entries.some(hidden)) return headers;
+  const out: Record<string, unknown> = Object.create(null);
+  for (const entry of entries) out[entry[0]] = hidden(entry) ? [REDACTED] : entry[1];
   return out;
 }
 

@@ -58,7 +58,9 @@ function nameSet(names: readonly string[]): NameSet | null {
   const byLength: (Uint8Array[] | undefined)[] = [];
   for (const name of names) {
     const bytes = Uint8Array.from(name, (ch) => ch.charCodeAt(0));
-    (byLength[bytes.length] ??= []).push(bytes);
+    const same = byLength[bytes.length] ?? [];
+    same.push(bytes);
+    byLength[bytes.length] = same;
   }
   const lower = new Set(names);
   return {

@@ -120,7 +120,8 @@ function shapeOf(type: TrafficEventType, nodes: JsonNode[]): JsonShape {
   const root = build(trafficEventSchemas[type], []);
   if (type === 'http_request_complete.v0') {
     for (const path of QUERY_FIELDS.keys()) {
-      if (!spanOf.has(path)) throw new Error(`wire json: ${type} lost ${path}, which redaction reads`);
+      if (!spanOf.has(path))
+        throw new Error(`wire json: ${type} lost ${path}, which redaction reads`);
     }
   }
   return { type, root, spans, spanOf, filterable };

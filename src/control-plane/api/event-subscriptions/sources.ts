@@ -108,9 +108,13 @@ function checkSampleRate(source: SourceInput, traffic: boolean, where: string): 
   }
 }
 
-/** Redaction settings only where there are headers; header names kept lower-case, once each. */
+/** Header names as stored: lower-case (they are case-insensitive), each once. */
+function headerNames(names: string[]): string[] {
+  return [...new Set(names.map((name) => name.toLowerCase()))];
+}
+
+/** Redaction settings only where there are headers and URLs. */
 function checkRedaction(source: SourceInput, where: string): void {
-  source.redact_headers = [...new Set(source.redact_headers.map((name) => name.toLowerCase()))];
   if (source.type === REDACTED_TYPE) return;
   for (const field of ['redact_headers', 'keep_credentials'] as const) {
     const value = source[field];
@@ -138,7 +142,7 @@ export function readSource(value: unknown, where: string): SourceInput {
     filter: body.filter ?? '',
     fields: body.fields ?? [],
     sample_rate: body.sample_rate ?? 1,
-    redact_headers: body.redact_headers ?? [],
+    redact_headers: headerNames(body.redact_headers ?? []),
     keep_credentials: body.keep_credentials ?? false,
   };
   checkSource(source, where);
@@ -180,5 +184,7 @@ export function readSourceChanges(value: unknown): SourceChanges {
     );
   }
   checkShape(value, SOURCE_UPDATE_SCHEMA, '', FIELD_CODES);
-  return value as SourceChanges;
+  const changes = value as SourceChanges;
+  if (changes.redact_headers === undefined) return changes;
+  return { ...changes, redact_headers: headerNames(changes.redact_headers) };
 }

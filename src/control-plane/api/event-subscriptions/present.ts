@@ -5,9 +5,18 @@ export function sourceUri(publicUrl: string, subscriptionId: string, type: strin
   return `${publicUrl}/event_subscriptions/${subscriptionId}/sources/${type}`;
 }
 
-/** An event source resource: its type, filter, field selection, sample rate and URI. */
+/** An event source resource: its type, filter, field selection, sample rate, redaction, URI. */
 export function presentEventSource(
-  source: Pick<EventSourceRow, 'subscription_id' | 'type' | 'filter' | 'fields' | 'sample_rate'>,
+  source: Pick<
+    EventSourceRow,
+    | 'subscription_id'
+    | 'type'
+    | 'filter'
+    | 'fields'
+    | 'sample_rate'
+    | 'redact_headers'
+    | 'keep_credentials'
+  >,
   publicUrl: string,
 ) {
   return {
@@ -15,6 +24,8 @@ export function presentEventSource(
     filter: source.filter,
     fields: source.fields,
     sample_rate: source.sample_rate,
+    redact_headers: source.redact_headers,
+    keep_credentials: source.keep_credentials,
     uri: sourceUri(publicUrl, source.subscription_id, source.type),
   };
 }

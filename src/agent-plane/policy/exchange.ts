@@ -90,6 +90,11 @@ export interface Exchange {
   readonly afterResponse: ((statusCode: number) => void)[];
   /** The cookies to set on whatever answer goes back (an OIDC session). */
   readonly setCookies: string[];
+  /**
+   * The request's body, read whole (up to a bound) and kept for the upstream; absent where the
+   * edge cannot buffer one (then actions that need it refuse the request).
+   */
+  readBody?: () => Promise<Buffer | undefined>;
 }
 
 /** Records an action's result as `actions.ngrok.<type with underscores>`. */

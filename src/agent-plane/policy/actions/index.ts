@@ -14,6 +14,7 @@ import { REMOVE_HEADERS } from './remove-headers.ts';
 import { RESTRICT_IPS } from './restrict-ips.ts';
 import { SET_VARS } from './set-vars.ts';
 import { URL_REWRITE } from './url-rewrite.ts';
+import { VERIFY_WEBHOOK } from './verify-webhook.ts';
 
 /** Every action type a policy may use, by ngrok's name (one line each). */
 export const ACTIONS: ReadonlyMap<string, ActionDefinition<never>> = new Map(
@@ -33,5 +34,6 @@ export const ACTIONS: ReadonlyMap<string, ActionDefinition<never>> = new Map(
     RESTRICT_IPS,
     SET_VARS,
     URL_REWRITE,
+    VERIFY_WEBHOOK,
   ].map((a) => [a.type, a as unknown as ActionDefinition<never>]),
 );

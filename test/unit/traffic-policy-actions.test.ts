@@ -196,6 +196,7 @@ on_http_request:
     const x = await runRequest(policy, requestExchange({ target: '/a?b=1' }));
     expect(x.answer).toBeUndefined();
     const y = await runRequest(
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: a policy's interpolation
       'on_http_request:\n  - actions:\n      - type: redirect\n        config: {to: "https://example.net${req.url.path}"}\n',
       requestExchange({ target: '/a' }),
     );

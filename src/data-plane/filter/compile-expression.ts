@@ -171,6 +171,11 @@ function literalRegexes(ce: CelEnvironment, expression: string, ast: ASTNode) {
   return regexes;
 }
 
+/** cel-js's ASTNode.clone (not in its type declarations). */
+interface Cloneable {
+  clone(op: { name: string; check: unknown; evaluate: unknown }, args: unknown): ASTNode;
+}
+
 /** The dotted name of a plain selection chain on a variable (`req.url`), or undefined. */
 function selectName(node: ASTNode): string | undefined {
   if (node.op === 'id') return node.args as string;
@@ -195,7 +200,13 @@ function readStringGroups(ce: CelEnvironment, ast: ASTNode): void {
     if (node.op === '.') {
       const name = selectName(node);
       if (name !== undefined && ce.stringGroups.has(name) && !selectedFrom) {
-        const inner = { ...node } as ASTNode;
+        // A copy made by the node itself (cel-js keeps its operator in a private field), then
+        // the node becomes `copy._string`.
+        const { meta } = node as unknown as { meta: { check: unknown; evaluate: unknown } };
+        const inner = (node as unknown as Cloneable).clone(
+          { name: node.op, check: meta.check, evaluate: meta.evaluate },
+          node.args,
+        );
         (node as { args: unknown }).args = [inner, STRING_GROUP_LEAF];
         return;
       }

@@ -16,6 +16,7 @@ import type { LiveSession, SessionRegistry } from '../sessions/registry.ts';
 import { channelAgent, channelConnector } from './channel-agent.ts';
 import { CLIENT_CLOSED_REQUEST, errorPage, refuseUpgrade } from './edge-answers.ts';
 import { type Channels, forwardRequest } from './forward-request.ts';
+import type { Peer } from './peer.ts';
 import { forwardedHeaders } from './proxy-headers.ts';
 import type { EdgePublisher } from './publisher.ts';
 import type { EdgeRelay } from './relay-client.ts';
@@ -50,12 +51,6 @@ export interface EdgeDeps {
   relay?: EdgeRelay;
   /** MAX_CONNECTIONS of the HTTP and HTTPS listeners, within the open-file limit. */
   connectionLimits: ConnectionLimits;
-}
-
-/** Where a request came from: the client's connection, read on the instance it reached. */
-export interface Peer {
-  conn: CompletedRequest['conn'];
-  tls: TlsFacts | undefined;
 }
 
 export interface Edge {

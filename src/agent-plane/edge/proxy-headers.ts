@@ -1,5 +1,5 @@
 import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http';
-import type { Peer } from './edge-server.ts';
+import type { Peer } from './peer.ts';
 
 // The fields that cross the edge, each way. Hop-by-hop fields describe one connection, so they
 // stop at the edge both ways (RFC 9110 §7.6.1): Connection and every field it names,

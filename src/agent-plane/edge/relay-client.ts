@@ -6,12 +6,12 @@ import {
   type ServerResponse,
 } from 'node:http';
 import { type Duplex, pipeline } from 'node:stream';
-import type { Caller } from '../../control-plane/api-key-auth.ts';
+import type { Caller } from '../../shared/caller.ts';
 import { AppError } from '../../shared/errors.ts';
 import type { Logger } from '../../shared/logger.ts';
 import { sessionOfEndpoint } from '../../store/agent-sessions.ts';
 import type { Db } from '../../store/db.ts';
-import type { Peer } from './edge-server.ts';
+import type { Peer } from './peer.ts';
 import { endToEndFields, endToEndHeaders, responseHead } from './proxy-headers.ts';
 import { RELAY_HEADER, type RelayAuth } from './relay-auth.ts';
 

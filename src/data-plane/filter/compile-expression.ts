@@ -1,9 +1,10 @@
 import type { ASTNode } from '@marcbachmann/cel-js';
 import type { RE2JS } from 're2js';
-import { type CelEnvironment, FILTER_LIMITS, STRING_GROUP_LEAF } from './cel-environment.ts';
+import { type CelEnvironment, STRING_GROUP_LEAF } from './cel-environment.ts';
 import { intLiteralOutOfRange, patchEvaluation } from './cel-semantics.ts';
 import { compileToJs } from './compile-js.ts';
 import { filterError, fromCelError, unknownField } from './filter-diagnostics.ts';
+import { FILTER_LIMITS } from './filter-limits.ts';
 import {
   compileRegex,
   RE2_GLOBAL_SIGNATURE,

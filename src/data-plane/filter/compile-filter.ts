@@ -1,7 +1,9 @@
-import { type EventJson, isTrafficType, type TrafficEventType } from '../../catalogue/index.ts';
+import { isTrafficType, type TrafficEventType } from '../../catalogue/index.ts';
+import type { EventJson } from '../wire-json/to-json.ts';
 import { compileExpression } from './compile-expression.ts';
-import { FILTER_LIMITS, filterEnvironment } from './filter-environment.ts';
+import { filterEnvironment } from './filter-environment.ts';
 import { FilterError } from './filter-error.ts';
+import { FILTER_LIMITS } from './filter-limits.ts';
 
 /** A subscription's CEL filter, checked once and evaluated per event. */
 export interface CompiledFilter {

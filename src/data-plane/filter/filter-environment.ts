@@ -1,13 +1,13 @@
 import {
-  type EventJson,
   filterableFields,
   groupNames,
   type TrafficEventType,
   trafficFields,
 } from '../../catalogue/index.ts';
+import type { EventJson } from '../wire-json/to-json.ts';
 import { type CelEnvironment, celEnvironment } from './cel-environment.ts';
 
-export { FILTER_LIMITS, GLOBAL_MATCHES } from './cel-environment.ts';
+export { GLOBAL_MATCHES } from './cel-environment.ts';
 
 // The CEL environment of one traffic kind, declared from the catalogue's Filterable fields only:
 // the event is `ev`, and each top-level group is also bound by its name (docs/decisions.md#filters). A field

@@ -1,8 +1,8 @@
 import type { ASTNode } from '@marcbachmann/cel-js';
 import type { RE2JS } from 're2js';
 import type { VariableKind } from './cel-environment.ts';
-import { FILTER_LIMITS } from './cel-environment.ts';
 import { compareStrings, inInt64 } from './cel-semantics.ts';
+import { FILTER_LIMITS } from './filter-limits.ts';
 import { literal } from './generated-code.ts';
 import { compileRegex, RE2_METHOD, re2Matcher } from './re2-matches.ts';
 

@@ -1,4 +1,5 @@
-import { COMMON, describedBy, type Resource, str } from '../resources.ts';
+import type { Resource } from '../resource-types.ts';
+import { COMMON, describedBy, str } from '../resources.ts';
 
 /**
  * Endpoints, in ngrok's Endpoint shape: a cloud endpoint is a URL on a hostname the account

@@ -11,12 +11,14 @@ import {
 } from '../../shared/http/connection-limits.ts';
 import { tooManyConnections } from '../../shared/http/connections.ts';
 import type { Logger } from '../../shared/logger.ts';
+import type { EndpointPolicies, EndpointPolicy } from '../policy/index.ts';
 import type { DecideEndpointIp } from '../sessions/ip-allowed.ts';
 import type { LiveSession, SessionRegistry } from '../sessions/registry.ts';
 import { channelAgent, channelConnector } from './channel-agent.ts';
 import { CLIENT_CLOSED_REQUEST, errorPage, refuseUpgrade } from './edge-answers.ts';
 import { type Channels, forwardRequest } from './forward-request.ts';
 import type { Peer } from './peer.ts';
+import { requestPhases, responder, toNodeHeaders, writeAnswer } from './policy-gate.ts';
 import { forwardedHeaders } from './proxy-headers.ts';
 import type { EdgePublisher } from './publisher.ts';
 import type { EdgeRelay } from './relay-client.ts';
@@ -49,6 +51,8 @@ export interface EdgeDeps {
   sni?: SniCertificates;
   /** Relays requests for hostnames other instances serve; absent: those are 502. */
   relay?: EdgeRelay;
+  /** The cloud endpoints whose Traffic Policy runs for their hostname; absent: none. */
+  policies?: EndpointPolicies;
   /** MAX_CONNECTIONS of the HTTP and HTTPS listeners, within the open-file limit. */
   connectionLimits: ConnectionLimits;
 }
@@ -156,8 +160,12 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
     if (session === undefined) {
       const relayed = relay?.request(host, request, response, peer) ?? Promise.resolve(false);
       relayed.then(
-        (done) => {
+        async (done) => {
           if (done) return;
+          // A cloud endpoint with no agent behind it answers with its policy alone.
+          const endpoint = await endpointFor(host, undefined);
+          if (endpoint !== undefined)
+            return forward(undefined, host, request, response, 'invalid', peer, endpoint);
           request.resume();
           errorPage(response, 502, `No agent is connected for ${host || 'this host'}.`);
         },
@@ -169,13 +177,23 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
       );
       return;
     }
-    admit(session, peer).then(
-      (decision) => forward(session, host, request, response, decision, peer),
+    Promise.all([admit(session, peer), endpointFor(host, session)]).then(
+      ([decision, endpoint]) => forward(session, host, request, response, decision, peer, endpoint),
       (error: unknown) => {
-        logger.error({ err: error }, 'edge: IP restriction check failed');
+        logger.error({ err: error }, 'edge: IP restriction or endpoint policy look-up failed');
         errorPage(response, 503, 'The IP restriction check failed; retry.');
       },
     );
+  }
+
+  /** The cloud endpoint on `host` whose policy runs, when it is the session's account's. */
+  async function endpointFor(host: string, session: LiveSession | undefined) {
+    const endpoint = await deps.policies?.forHost(host);
+    if (endpoint === undefined) return undefined;
+    if (session !== undefined && session.facts.credential.accountId !== endpoint.accountId) {
+      return undefined;
+    }
+    return endpoint;
   }
 
   /** A throw from a request's handling inside ssh2's parser: that request's channel ends. */
@@ -194,29 +212,36 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
     return { pool: channelAgent(source), fresh: channelConnector(source) };
   }
 
-  function forward(
-    session: LiveSession,
+  async function forward(
+    session: LiveSession | undefined,
     host: string,
     request: IncomingMessage,
     response: ServerResponse,
     ipDecision: string,
     peer: Peer,
-  ): void {
+    endpoint?: EndpointPolicy,
+  ): Promise<void> {
     const requestBody = counted(request);
     let answered: ReturnType<typeof forwardRequest> | undefined;
-    // Every answer, the agent's or the edge's own 403/502/504, is one completed request; a
-    // request whose client left before any answer is a 499.
-    const completed = () =>
-      report(session, peer, request, {
+    let exchange: Awaited<ReturnType<typeof requestPhases>>['x'] | undefined;
+    const accountId = session?.facts.credential.accountId ?? endpoint!.accountId;
+    // Every answer, the agent's, the policy's or the edge's own 403/502/504, is one completed
+    // request; a request whose client left before any answer is a 499.
+    const completed = () => {
+      const statusCode = response.headersSent ? response.statusCode : CLIENT_CLOSED_REQUEST;
+      for (const after of exchange?.afterResponse ?? []) after(statusCode);
+      report(accountId, peer, request, {
         requestBytes: requestBody.bytes,
         response: {
-          statusCode: response.headersSent ? response.statusCode : CLIENT_CLOSED_REQUEST,
+          statusCode,
           headers: answered?.headers ?? response.getHeaders(),
           bodyLength: answered?.bodyBytes ?? 0,
         },
         connectionReused: answered?.reused ?? false,
         ipDecision,
+        decisions: exchange?.decisions,
       });
+    };
     if (response.closed) return void completed();
     response.once('close', completed);
     if (ipDecision === 'block') {
@@ -224,28 +249,63 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
       errorPage(response, 403, 'Your address is not allowed by an IP restriction.');
       return;
     }
+    let target: string | undefined;
+    let headers = request.headers;
+    let body: ReturnType<Awaited<ReturnType<typeof requestPhases>>['body']>;
+    if (endpoint !== undefined) {
+      // The body waits while the policy runs (counted() made it flow): nothing of it is lost.
+      request.pause();
+      const ran = await requestPhases(endpoint, deps.policies!.services, request, host, peer);
+      exchange = ran.x;
+      if (exchange.close) return void request.socket.destroy();
+      if (exchange.answer !== undefined) {
+        request.resume();
+        return writeAnswer(response, exchange.answer, exchange.setCookies);
+      }
+      if (exchange.forward !== undefined) {
+        // Internal endpoints are not bound yet (docs/traffic-policy.md): never another account's.
+        request.resume();
+        return errorPage(
+          response,
+          502,
+          `The internal endpoint ${exchange.forward.url} is not online.`,
+        );
+      }
+      target = exchange.request?.target;
+      headers = toNodeHeaders(exchange.request?.headers ?? {});
+      body = ran.body();
+      // Flows again from the next tick, once forwardRequest listens.
+      if (body === undefined) request.resume();
+    }
+    if (session === undefined) {
+      request.resume();
+      return errorPage(response, 502, `No agent is connected for ${host}.`);
+    }
     // The client left while its address was checked: nothing goes to the agent.
     if (request.socket.destroyed) return;
     answered = forwardRequest(channelsOf(session, peer), request, response, {
       host,
-      headers: forwardedHeaders(request, host, peer),
+      headers: forwardedHeaders(request, host, peer, false, headers),
       timeoutMs: config.edgeResponseTimeoutMs,
       logger,
+      target,
+      body,
+      respond: exchange === undefined ? undefined : responder(endpoint!, exchange, request),
     });
   }
 
   /** Publishes one completed request (or WebSocket connection) of the session's account. */
   function report(
-    session: LiveSession,
+    accountId: string,
     { conn, tls }: Peer,
     request: IncomingMessage,
-    answer: Pick<CompletedRequest, 'response' | 'connectionReused' | 'ipDecision'> & {
+    answer: Pick<CompletedRequest, 'response' | 'connectionReused' | 'ipDecision' | 'decisions'> & {
       requestBytes: number;
     },
   ): void {
     publisher.publish(
       publishRequestOf({
-        accountId: session.facts.credential.accountId,
+        accountId,
         conn,
         tls,
         request: {
@@ -258,6 +318,7 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
         response: answer.response,
         connectionReused: answer.connectionReused,
         ipDecision: answer.ipDecision,
+        decisions: answer.decisions,
         endMs: Date.now(),
       }),
     );
@@ -296,7 +357,7 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
     admit(session, peer).then(
       (ipDecision) => {
         const done = (statusCode: number, outcome?: UpgradeOutcome) =>
-          report(session, peer, request, {
+          report(session.facts.credential.accountId, peer, request, {
             requestBytes: outcome?.requestBytes ?? 0,
             response: {
               statusCode,

@@ -5,7 +5,13 @@ export { ACTIONS } from './actions/index.ts';
 export { type CompiledPolicy, compilePolicy } from './compile.ts';
 export { PHASES, type Phase, POLICY_LIMITS } from './document.ts';
 export {
+  createEndpointPolicies,
+  type EndpointPolicies,
+  type EndpointPolicy,
+} from './endpoint-policies.ts';
+export {
   type Answer,
+  appendValue,
   createExchange,
   type Decisions,
   type Exchange,

@@ -97,6 +97,18 @@ describe("the edge runs a cloud endpoint's Traffic Policy", () => {
     expect(event.compression).toEqual({ algorithm: 'none', bytes_saved: 0 });
   });
 
+  it('runs the policy on an Upgrade too: no credentials, no WebSocket', async () => {
+    const answer = await curl(ctx.service.edgePort!, HOST, '/socket', [
+      '-H',
+      'Connection: Upgrade',
+      '-H',
+      'Upgrade: websocket',
+    ]);
+    expect(answer.status).toBe(401);
+    const [event] = await eventsOf(events, '/socket');
+    expect(event.basic_auth).toEqual({ decision: 'block', username: '' });
+  });
+
   it('compresses the answer with gzip when the client accepts it, and says how much it saved', async () => {
     const answer = await curl(ctx.service.edgePort!, HOST, '/big', [
       '-H',

@@ -11,9 +11,9 @@ export const ENDPOINTS: Resource = {
   idPrefix: 'ep',
   listKey: 'endpoints',
   audit: 'endpoint',
-  example: ({ tag }) => ({
+  example: ({ tag, held }) => ({
     type: 'cloud',
-    url: `https://${tag}.example.net`,
+    url: `https://${tag}.${held ?? 'example.org'}`,
     traffic_policy:
       'on_http_request:\n  - actions:\n      - type: custom-response\n        config: {status_code: 200, body: ok}\n',
     description: tag,

@@ -1,5 +1,6 @@
 import { CERTIFICATE_AUTHORITIES_FAMILY } from '../certificate-authorities/family.ts';
 import { CREDENTIALS_FAMILY } from '../credentials/family.ts';
+import { ENDPOINTS_FAMILY } from '../endpoints/family.ts';
 import { IP_POLICIES_FAMILY } from '../ip-policies/family.ts';
 import { IP_POLICY_RULES_FAMILY } from '../ip-policy-rules/family.ts';
 import { IP_RESTRICTIONS_FAMILY } from '../ip-restrictions/family.ts';
@@ -28,4 +29,5 @@ export const FAMILIES: readonly Family[] = [
   SSH_CERTIFICATE_AUTHORITIES_FAMILY,
   SSH_HOST_CERTIFICATES_FAMILY,
   SSH_USER_CERTIFICATES_FAMILY,
+  ENDPOINTS_FAMILY,
 ];

@@ -1,8 +1,11 @@
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
   crc32c,
+  KAFKAJS_VERSION,
   patchRecordEncoding,
 } from '../../src/data-plane/sinks/kafka/record-encoding-fix.ts';
 
@@ -27,6 +30,17 @@ function originalRecordEncoder(): EncodeRecord {
 }
 
 describe('kafkajs record encoding fix', () => {
+  it('is installed with the one kafkajs its replacements were checked against, pinned exactly', () => {
+    const root = join(import.meta.dirname, '..', '..');
+    const read = (file: string) => JSON.parse(readFileSync(join(root, file), 'utf8'));
+    // A range (^2.2.4) would let an install bring a kafkajs whose internals the fixes never saw.
+    expect(read('package.json').dependencies.kafkajs).toBe(KAFKAJS_VERSION);
+    const lock = read('package-lock.json');
+    expect(lock.packages[''].dependencies.kafkajs).toBe(KAFKAJS_VERSION);
+    expect(lock.packages['node_modules/kafkajs'].version).toBe(KAFKAJS_VERSION);
+    expect(require('kafkajs/package.json').version).toBe(KAFKAJS_VERSION);
+  });
+
   it('computes the CRC-32C kafkajs computes, at every length and alignment', () => {
     const kafkajsCrc = require('kafkajs/src/protocol/recordBatch/crc32C/crc32C.js') as (
       b: Buffer,

@@ -199,8 +199,11 @@ export function patchRecordEncoding(): boolean {
   return true;
 }
 
-/** The kafkajs whose internals the replacements were checked against (byte for byte). */
-const KAFKAJS_VERSION = '2.2.4';
+/**
+ * The kafkajs whose internals the replacements were checked against (byte for byte);
+ * package.json pins exactly this version, so an install never brings another one.
+ */
+export const KAFKAJS_VERSION = '2.2.4';
 
 /** MODULES resolved, or undefined for another kafkajs (a version or layout not checked). */
 function resolveAll(): Record<keyof typeof MODULES, string> | undefined {

@@ -134,7 +134,7 @@ describe('agents: TCP endpoints on reserved addresses', () => {
     await expect(roundTrip('x')).rejects.toThrow(/ECONNREFUSED/);
   });
 
-  it('binds with a credential whose acl names the reserved address as host:port, and no other port', async () => {
+  it('binds with a credential whose acl names the reserved address as host:port (no other port), and says so in a shell', async () => {
     const reserved = (await api('GET', '/reserved_addrs')).body.reserved_addrs;
     const addr: string = reserved[0]?.addr ?? (await api('POST', '/reserved_addrs', {})).body.addr;
     const host = addr.slice(0, addr.lastIndexOf(':'));
@@ -154,11 +154,13 @@ describe('agents: TCP endpoints on reserved addresses', () => {
     expect(await refused.exited).not.toBe(0);
     expect(refused.output()).toContain(`the credential's acl does not allow binding "${addr}"`);
 
+    // Without -N (a shell), ssh prints the address the connection serves.
     const agent = startSshAgent(service, {
       user: exact.body.token,
       hostname: '',
       remote: String(port),
       localPort: echoPort,
+      shell: true,
     });
     agents.push(agent);
     await eventually(async () => {
@@ -167,6 +169,10 @@ describe('agents: TCP endpoints on reserved addresses', () => {
       return list.find((s: { metadata: string }) => s.metadata === addr);
     }, 'the TCP session bound under the host:port rule');
     expect(await roundTrip('through an address rule')).toBe('through an address rule');
+    await eventually(
+      () => (agent.output().includes(`this connection serves tcp://${addr}`) ? true : undefined),
+      'the shell line',
+    );
     await agent.kill();
   });
 });

@@ -97,7 +97,10 @@ export interface Config {
   dnsTcpIdleTimeoutMs: number;
   /** The longest a DNS/TCP connection stays open, ms. */
   dnsTcpTimeoutMs: number;
-  /** The ACME server's directory. */
+  /**
+   * The ACME server's directory; '' (the default) is none: certificate jobs fail saying so, so
+   * that a bare start never orders from a public CA (Let's Encrypt production or staging is chosen).
+   */
   acmeDirectoryUrl: string;
   /** A PEM file of extra CAs to trust for the ACME server (a test server such as pebble). */
   acmeCaFile: string | undefined;
@@ -138,7 +141,6 @@ export class ConfigError extends Error {
 const DEFAULT_REGIONS = 'au,eu,ap,us,us-cal-1,jp,in,sa';
 const DEFAULT_SERVICE_DOMAIN = 'agent-ingress.example';
 const DEFAULT_NAME_SERVERS = 'ns1.agent-ingress.example,ns2.agent-ingress.example';
-const LETS_ENCRYPT = 'https://acme-v02.api.letsencrypt.org/directory';
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 const HOST_LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 
@@ -371,7 +373,7 @@ export function loadConfig(env: Env = process.env): Config {
     dnsCacheMs: integer(env, 'DNS_CACHE_MS', 5_000, 0, 3_600_000),
     dnsTcpIdleTimeoutMs: integer(env, 'DNS_TCP_IDLE_TIMEOUT_MS', 10_000, 100, 3_600_000),
     dnsTcpTimeoutMs: integer(env, 'DNS_TCP_TIMEOUT_MS', 60_000, 100, 3_600_000),
-    acmeDirectoryUrl: url(env, 'ACME_DIRECTORY_URL', LETS_ENCRYPT),
+    acmeDirectoryUrl: env.ACME_DIRECTORY_URL ? url(env, 'ACME_DIRECTORY_URL', '') : '',
     acmeCaFile: env.ACME_CA_FILE || undefined,
     acmeEmail: env.ACME_EMAIL || undefined,
     delegationResolver: hostPort(env, 'DELEGATION_RESOLVER'),

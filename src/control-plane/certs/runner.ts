@@ -195,10 +195,18 @@ export function createCertRunner(deps: CertRunnerDeps) {
    * at the end of their backoff: setting ACME_DIRECTORY_URL is a restart away from them.
    */
   let retriedWaiting: Promise<unknown> | undefined;
-  const retryWaiting = () =>
-    config.acmeDirectoryUrl === ''
-      ? Promise.resolve(0)
-      : retryFailedJobs(db, PROVISIONING_JOB, NO_ACME_SERVER, clock());
+  function retryWaiting(): Promise<unknown> {
+    if (config.acmeDirectoryUrl === '') return Promise.resolve();
+    retriedWaiting ??= retryFailedJobs(db, PROVISIONING_JOB, NO_ACME_SERVER, clock()).catch(
+      (error: unknown) => {
+        logger.warn(
+          { err: error },
+          'certificate runner: jobs waiting for an ACME server not retried',
+        );
+      },
+    );
+    return retriedWaiting;
+  }
 
   let working: Promise<void> | undefined;
   let again = false;
@@ -212,12 +220,7 @@ export function createCertRunner(deps: CertRunnerDeps) {
       do {
         again = false;
         try {
-          await (retriedWaiting ??= retryWaiting().catch((error: unknown) => {
-            logger.warn(
-              { err: error },
-              'certificate runner: jobs waiting for an ACME server not retried',
-            );
-          }));
+          await retryWaiting();
           while (await runOnce());
         } catch (error) {
           logger.error({ err: error }, 'certificate runner: a round failed');

@@ -43,20 +43,23 @@ const { createLogger } = await import('./shared/logger.ts');
 const { startService } = await import('./service.ts');
 
 const logger = createLogger(config.logLevel);
-const service = await startService(config, logger).catch((error: unknown) => {
+// Progress and the banner are for people and go to stderr: stdout carries only JSON log lines,
+// and the first key's token never reaches a log pipeline.
+const say = (line: string) => process.stderr.write(`${line}\n`);
+const service = await startService(config, logger, say).catch((error: unknown) => {
   const [line, code] = refusal(error) ?? [];
   if (line === undefined) throw error;
   process.stderr.write(`${line}\n`);
   process.exit(code);
 });
 logger.info({ url: service.url, store: service.db.kind }, 'listening');
-// The banner is for people and goes to stderr: stdout carries only JSON log lines, and the first
-// key's token never reaches a log pipeline.
-process.stderr.write(`Agent Ingress listening on ${service.url} (store: ${service.db.kind})\n`);
+say(`Agent Ingress listening on ${service.url} (store: ${service.db.kind})`);
 if (service.sshPort !== undefined) {
-  process.stderr.write(
-    `Agents connect over SSH on port ${service.sshPort}; the edge serves HTTP on port ${service.edgePort ?? 'off'}, HTTPS on port ${service.edgeHttpsPort ?? 'off'}\n`,
+  say(
+    `Agents connect over SSH on port ${service.sshPort}; the edge serves HTTP on port ${service.edgePort ?? 'off'}, HTTPS on port ${service.edgeHttpsPort ?? 'off'}`,
   );
+  // What ssh shows on first contact: agents compare it (docs/agents.md#host-key).
+  say(`SSH host key fingerprint: ${service.sshHostKeyFingerprint} (ED25519)`);
 }
 if (service.firstKey !== undefined) {
   const { firstKey } = service;

@@ -39,7 +39,7 @@ import { createIpRestrictions } from './shared/net/account-restrictions.ts';
 import { type Keyring, loadKeyring } from './shared/secrets.ts';
 import { resealObjectSecrets } from './store/account-objects.ts';
 import type { Db } from './store/db.ts';
-import { openStore } from './store/index.ts';
+import { openStore, storeOpening } from './store/index.ts';
 
 /** A running service: its HTTP server, where it listens, and how to stop it gracefully. */
 export interface Service {
@@ -54,6 +54,8 @@ export interface Service {
   grpcUrl: string | undefined;
   /** Where agents connect over SSH (SSH_PORT), when the agent listener runs. */
   sshPort: number | undefined;
+  /** The SSH host key's fingerprint (`SHA256:…`), when the agent listener runs. */
+  sshHostKeyFingerprint: string | undefined;
   /** Where the edge serves HTTP for agents' hostnames (EDGE_HTTP_PORT), when it runs. */
   edgePort: number | undefined;
   /** Where the edge serves HTTPS, certificates chosen by SNI (EDGE_HTTPS_PORT), when it runs. */
@@ -70,10 +72,21 @@ export interface Service {
   close(): Promise<void>;
 }
 
-/** Opens the store, creates the first key on an empty store, starts the pipeline, and listens. */
-export async function startService(config: Config, logger: Logger): Promise<Service> {
+/** A step of the start, said to the person watching it (main.ts: on stderr). */
+export type StartProgress = (step: string) => void;
+
+/**
+ * Opens the store, creates the first key on an empty store, starts the pipeline, and listens,
+ * telling `progress` each slow step before it begins.
+ */
+export async function startService(
+  config: Config,
+  logger: Logger,
+  progress: StartProgress = () => {},
+): Promise<Service> {
   await prepareDataDir(config.dataDir, logger);
   const keyring = await loadKeyring(config);
+  progress(storeOpening(config));
   const db = await openStore(config);
   let pipeline: Pipeline | undefined;
   let agents: Awaited<ReturnType<typeof startAgents>> | undefined;
@@ -97,6 +110,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
       metrics,
       logger,
     });
+    progress(`Starting the pipeline (${config.workerThreads} worker threads)…`);
     pipeline = await createPipeline({ db, config, logger, metrics, keyring });
     const relayAuth = createRelayAuth(keyring);
     const sessions = createSessionRegistry({
@@ -177,6 +191,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
       certs,
       firstKey,
       sshPort: listener?.port,
+      sshHostKeyFingerprint: listener?.hostKeyFingerprint,
       edgePort: edge?.port,
       edgeHttpsPort: edge?.httpsPort,
       sessions,

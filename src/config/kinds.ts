@@ -294,6 +294,17 @@ export function url(fallback: string, compute?: (earlier: Earlier) => string): K
   };
 }
 
+/** An http(s) URL, trailing slashes dropped; unset: '' (none). */
+export function optionalUrl(): Kind<string> {
+  const some = url('');
+  return {
+    accepts: some.accepts,
+    default: undefined,
+    note: 'none',
+    read: (raw, name, earlier) => (raw ? some.read(raw, name, earlier) : ''),
+  };
+}
+
 /** `http://host:port` of a listener, read as its origin; unset: '' (none). */
 export function internalOrigin(): Kind<string> {
   return {

@@ -14,6 +14,7 @@ import {
   oneOf,
   optional,
   optionalPort,
+  optionalUrl,
   parseSecretsKey,
   portRange,
   regionAddresses,
@@ -456,9 +457,9 @@ export const SETTINGS = {
   acmeDirectoryUrl: {
     env: 'ACME_DIRECTORY_URL',
     planes: ['agent'],
-    kind: url('https://acme-v02.api.letsencrypt.org/directory'),
+    kind: optionalUrl(),
     meaning:
-      "The ACME server's directory (the default is Let's Encrypt production; staging: `https://acme-staging-v02.api.letsencrypt.org/directory`).",
+      "The ACME server's directory; none: certificate jobs fail saying so, and no CA is asked (Let's Encrypt: `https://acme-v02.api.letsencrypt.org/directory`, staging: `https://acme-staging-v02.api.letsencrypt.org/directory`, pebble for local tries: docs/dns-and-certificates.md#pebble).",
   },
   acmeCaFile: {
     env: 'ACME_CA_FILE',

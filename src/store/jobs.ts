@@ -147,3 +147,22 @@ export async function queueJobOnce(
   );
   return result.rows[0];
 }
+
+/**
+ * Makes the failed jobs of `kind` whose message starts with `msgPrefix` due at `now`: those that
+ * waited for something a restart may have brought (a setting), not for their backoff.
+ */
+export async function retryFailedJobs(
+  db: Queryable,
+  kind: string,
+  msgPrefix: string,
+  now: Date,
+): Promise<number> {
+  const result = await db.query(
+    `UPDATE jobs SET retries_at = $3
+     WHERE kind = $1 AND state = 'failed' AND starts_with(msg, $2) AND retries_at > $3
+     RETURNING id`,
+    [kind, msgPrefix, now],
+  );
+  return result.rows.length;
+}

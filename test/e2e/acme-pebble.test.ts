@@ -71,6 +71,8 @@ describe('ACME provisioning against pebble', () => {
   const delegated = new Map<string, string[]>();
   let now = new Date();
   let runner: CertRunner;
+  /** The service's settings, pebble's ACME server among them. */
+  let env: Record<string, string>;
   /** How many times the runner said a certificate was committed (the edge forgets its choices). */
   let issuedCalls = 0;
   const logLines: string[] = [];
@@ -81,7 +83,7 @@ describe('ACME provisioning against pebble', () => {
     const dnsPort = await freePort();
     pebble = await startPebble(dnsPort);
     parent = await startParentZone(delegated);
-    const env = {
+    env = {
       ...store.env,
       DNS_PORT: String(dnsPort),
       REGIONS: 'us,eu',
@@ -286,6 +288,38 @@ describe('ACME provisioning against pebble', () => {
     expect(runs).toBe(3);
     const renewed = (await api()('GET', `/reserved_domains/${created.body.id}`)).body;
     expect(renewed.certificate_management_status.provisioning_job).toBeNull();
+  }, 60_000);
+
+  it('fails saying so while no ACME server is configured, and runs once one is, at the next start', async () => {
+    delegated.set('unconfigured.example.org', NAME_SERVERS);
+    const created = await api()('POST', '/agent_ingresses', {
+      domain: 'unconfigured.example.org',
+      ...policy('ecdsa'),
+    });
+    const runnerWith = (settings: Record<string, string>) =>
+      createCertRunner({
+        db: service.db,
+        config: loadConfig(settings),
+        keyring: service.keyring,
+        logger: createLogger('silent'),
+        clock: () => now,
+      });
+    // A bare start orders from no CA: the default is none, and the job says what to set.
+    const { ACME_DIRECTORY_URL: _, ...bare } = env;
+    expect(loadConfig(bare).acmeDirectoryUrl).toBe('');
+    expect(await runnerWith(bare).runOnce()).toBe(true);
+    const job = (await ingress(created.body.id)).certificate_management_status.provisioning_job;
+    expect(job.error_code).toBe('INTERNAL_ERROR');
+    expect(job.msg).toMatch(
+      /^no ACME server is configured: set ACME_DIRECTORY_URL \(Let's Encrypt: https:\/\/acme-v02\.api\.letsencrypt\.org\/directory; for local tries, pebble: docs\/dns-and-certificates\.md#pebble\) and restart; trying again at /,
+    );
+    expect(new Date(job.retries_at).getTime()).toBe(now.getTime() + 30_000);
+    // Started with one, a runner takes the job at once, not at retries_at.
+    const configured = runnerWith(env);
+    configured.start();
+    await configured.close();
+    const status = (await ingress(created.body.id)).certificate_management_status;
+    expect([status.provisioning_job, typeof status.renews_at]).toEqual([null, 'string']);
   }, 60_000);
 });
 

@@ -133,4 +133,46 @@ describe('agents: TCP endpoints on reserved addresses', () => {
     }, 'the session to end');
     await expect(roundTrip('x')).rejects.toThrow(/ECONNREFUSED/);
   });
+
+  it('binds with a credential whose acl names the reserved address as host:port (no other port), and says so in a shell', async () => {
+    const reserved = (await api('GET', '/reserved_addrs')).body.reserved_addrs;
+    const addr: string = reserved[0]?.addr ?? (await api('POST', '/reserved_addrs', {})).body.addr;
+    const host = addr.slice(0, addr.lastIndexOf(':'));
+    // The address exactly as the API shows it: the rule a new user writes first.
+    const exact = await api('POST', '/credentials', { acl: [`bind:${addr}`] });
+    expect(exact.status, JSON.stringify(exact.body)).toBe(201);
+    const other = await api('POST', '/credentials', { acl: [`bind:${host}:${port + 1}`] });
+    expect(other.status, JSON.stringify(other.body)).toBe(201);
+
+    const refused = startSshAgent(service, {
+      user: other.body.token,
+      hostname: '',
+      remote: String(port),
+      localPort: echoPort,
+    });
+    agents.push(refused);
+    expect(await refused.exited).not.toBe(0);
+    expect(refused.output()).toContain(`the credential's acl does not allow binding "${addr}"`);
+
+    // Without -N (a shell), ssh prints the address the connection serves.
+    const agent = startSshAgent(service, {
+      user: exact.body.token,
+      hostname: '',
+      remote: String(port),
+      localPort: echoPort,
+      shell: true,
+    });
+    agents.push(agent);
+    await eventually(async () => {
+      if (agent.child.exitCode !== null) throw new Error(`ssh exited: ${agent.output()}`);
+      const list = (await api('GET', '/tunnel_sessions')).body.tunnel_sessions;
+      return list.find((s: { metadata: string }) => s.metadata === addr);
+    }, 'the TCP session bound under the host:port rule');
+    expect(await roundTrip('through an address rule')).toBe('through an address rule');
+    await eventually(
+      () => (agent.output().includes(`this connection serves tcp://${addr}`) ? true : undefined),
+      'the shell line',
+    );
+    await agent.kill();
+  });
 });

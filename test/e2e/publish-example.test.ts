@@ -2,6 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Service } from '../../src/service.ts';
+import { freePort } from '../helpers/free-port.ts';
 import { TEST_INGEST_TOKEN } from '../helpers/ingest-client.ts';
 import { runProcess } from '../helpers/run-process.ts';
 import { apiClient, startTestService, TEST_BOOTSTRAP_KEY } from '../helpers/service.ts';
@@ -36,14 +37,11 @@ describe('examples/publish.ts', () => {
     expect(subscription.status).toBe(201);
     await service.pipeline.reload();
 
+    // The service's URL as the argument the docs show (PORT need not be 8080).
     const { code, stdout, stderr } = await runProcess(
       'npm',
-      ['run', '--silent', 'example:publish'],
-      {
-        AGENT_INGRESS_URL: service.url,
-        AGENT_INGRESS_API_KEY: TEST_BOOTSTRAP_KEY,
-        INGEST_TOKEN: TEST_INGEST_TOKEN,
-      },
+      ['run', '--silent', 'example:publish', '--', service.url],
+      { AGENT_INGRESS_API_KEY: TEST_BOOTSTRAP_KEY, INGEST_TOKEN: TEST_INGEST_TOKEN },
     );
     expect(code, stderr).toBe(0);
     const printed = JSON.parse(stdout);
@@ -62,5 +60,42 @@ describe('examples/publish.ts', () => {
         account_id: account,
       }),
     ]);
+  });
+
+  it('says in one line, without a stack trace, that no service answers at the URL', async () => {
+    const url = `http://127.0.0.1:${await freePort()}`;
+    const { code, stdout, stderr } = await runProcess(
+      'npm',
+      ['run', '--silent', 'example:publish'],
+      {
+        AGENT_INGRESS_URL: url,
+        AGENT_INGRESS_API_KEY: TEST_BOOTSTRAP_KEY,
+        INGEST_TOKEN: TEST_INGEST_TOKEN,
+      },
+    );
+    expect(code).toBe(69);
+    expect(stdout).toBe('');
+    expect(stderr).toBe(
+      `example:publish: cannot reach the service at ${url} (connect ECONNREFUSED ${url.slice(7)}): is it running there?\n`,
+    );
+  });
+
+  it('says which token was refused, in one line', async () => {
+    const run = (env: Record<string, string>) =>
+      runProcess('npm', ['run', '--silent', 'example:publish', '--', service.url], env);
+    const badKey = await run({
+      AGENT_INGRESS_API_KEY: 'aik_wrong',
+      INGEST_TOKEN: TEST_INGEST_TOKEN,
+    });
+    expect(badKey.code).toBe(1);
+    expect(badKey.stderr).toMatch(
+      /^example:publish: GET \/account answered 401: .+ \(AGENT_INGRESS_API_KEY\)\n$/,
+    );
+    const badToken = await run({
+      AGENT_INGRESS_API_KEY: TEST_BOOTSTRAP_KEY,
+      INGEST_TOKEN: 'not-an-ingest-token-0123',
+    });
+    expect(badToken.code).toBe(1);
+    expect(badToken.stderr).toMatch(/^example:publish: Publish failed: \[unauthenticated\] .+\n$/);
   });
 });

@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -75,6 +75,19 @@ describe('the service as a process', () => {
     expect(printed).toContain(
       `Agent Ingress listening on http://127.0.0.1:${port} (store: pglite)`,
     );
+    // The slow steps are said before they begin: a first start is not 15 s of silence.
+    const store = join(dataDir, 'store');
+    expect(printed.split('\n').slice(0, 2)).toEqual([
+      `Creating the embedded store under ${store} (first start only; this takes a while)…`,
+      'Starting the pipeline (2 worker threads)…',
+    ]);
+    // The SSH host key's fingerprint, as ssh shows it on first contact and ssh-keygen -l prints it.
+    const keygen = execFileSync('ssh-keygen', ['-lf', join(dataDir, 'ssh_host_ed25519_key')], {
+      encoding: 'utf8',
+    });
+    const fingerprint = /^256 (SHA256:[A-Za-z0-9+/]{43}) .*\(ED25519\)$/m.exec(keygen)?.[1];
+    expect(fingerprint, keygen).toBeDefined();
+    expect(printed).toContain(`SSH host key fingerprint: ${fingerprint} (ED25519)\n`);
     const token = /\n {2}(aik_[A-Za-z0-9_-]{43})\n/.exec(printed)?.[1];
     expect(token).toBeDefined();
 
@@ -94,6 +107,7 @@ describe('the service as a process', () => {
 
     const second = await startProcess(env);
     expect(second.output()).not.toContain('aik_');
+    expect(second.output()).toContain(`Opening the embedded store under ${store}…\n`);
     expect(second.logs()).not.toContain('aik_');
     const again = await api('GET', `/agent_ingresses/${created.body.id}`);
     expect(again.status).toBe(200);

@@ -8,8 +8,8 @@ import { runProcess } from '../helpers/run-process.ts';
 import { type ServiceProcess, startServiceProcess } from '../helpers/service-process.ts';
 import { POSTGRES_ADMIN_URL, postgresStore, type TestStore } from '../helpers/stores.ts';
 
-// A configuration mistake found only at start is one line on stderr and exit code 78, never a
-// stack trace. Instances sharing one PostgreSQL must share SECRETS_KEY: a key each generated for
+// A configuration mistake found only at start is one line on stderr (after the progress lines
+// of the steps begun) and exit code 78, never a stack trace. Instances sharing one PostgreSQL must share SECRETS_KEY: a key each generated for
 // itself would seal secrets the others cannot open. Without it a start is refused with one line
 // that says where the key to use is; a key that does not open the store's secrets is refused the
 // same way (docs/decisions.md#shared-secrets-key).
@@ -36,9 +36,16 @@ function refusedStart(dataDir: string, env: Record<string, string>) {
   });
 }
 
-/** One clear line on stderr, no stack trace. */
+/** The start's progress lines (src/service.ts), said before each slow step it begins. */
+const PROGRESS =
+  /^(Connecting to PostgreSQL \(DATABASE_URL\)|Opening the embedded store under \S+|Creating the embedded store under \S+ \(first start only; this takes a while\)|Starting the pipeline \(\d+ worker threads\))…$/;
+
+/** One clear line on stderr after the progress of the steps begun, no stack trace. */
 function expectOneLine(stderr: string, ...parts: string[]) {
-  const lines = stderr.trim().split('\n');
+  const lines = stderr
+    .trim()
+    .split('\n')
+    .filter((line) => !PROGRESS.test(line));
   expect(lines, stderr).toHaveLength(1);
   expect(stderr).not.toMatch(/^\s+at /m);
   for (const part of parts) expect(lines[0]).toContain(part);

@@ -1,7 +1,7 @@
 import { Ngrok } from '@ngrok/ngrok-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Service } from '../../src/service.ts';
 import { loadPipelineConfig } from '../../src/data-plane/store/pipeline-config.ts';
+import type { Service } from '../../src/service.ts';
 import { expectError } from '../helpers/expect-error.ts';
 import {
   type ApiClient,

@@ -78,8 +78,8 @@ const ANY_ADDRESS = new Set(['', 'localhost', '0.0.0.0', '*', '::', '127.0.0.1']
 
 /**
  * A TCP bind (`-R <port>:…`, or `-R <reserved host>:<port>:…`): the port must be one of the
- * account's reserved addresses, which the credential's acl must allow (its host, as a domain).
- * The reserved address, or why it may not be bound.
+ * account's reserved addresses, which the credential's acl must allow (the address itself, or
+ * its host as a domain). The reserved address, or why it may not be bound.
  */
 export async function tcpBind(
   db: Queryable,
@@ -102,7 +102,7 @@ export async function tcpBind(
     };
   }
   const host = addr.slice(0, addr.lastIndexOf(':'));
-  if (!aclAllows(credential.acl, host)) {
+  if (!aclAllows(credential.acl, host, port)) {
     return { refusal: `the credential's acl does not allow binding "${addr}"` };
   }
   return { host, addr };

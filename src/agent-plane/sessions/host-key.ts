@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { link, readFile, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import ssh2 from 'ssh2';
@@ -40,4 +41,16 @@ export async function loadHostKey(dataDir: string): Promise<Buffer> {
   const path = join(dataDir, HOST_KEY_FILE);
   if (!(await pathExists(path))) await createHostKey(path);
   return readFile(path);
+}
+
+/**
+ * The host key's fingerprint as OpenSSH prints it (`ssh-keygen -lf`, and ssh on first contact):
+ * `SHA256:` and the unpadded base64 of the public key blob's SHA-256. Printed at start so that
+ * whoever connects an agent can check the key before trusting it.
+ */
+export function hostKeyFingerprint(privateKey: Buffer | string): string {
+  const parsed = ssh2.utils.parseKey(privateKey);
+  if (parsed instanceof Error) throw parsed;
+  const digest = createHash('sha256').update(parsed.getPublicSSH()).digest('base64');
+  return `SHA256:${digest.replace(/=+$/, '')}`;
 }

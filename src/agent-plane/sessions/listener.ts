@@ -16,7 +16,7 @@ import {
 } from './authenticate.ts';
 import { bindRefusal, sessionRegion, tcpBind } from './bind-policy.ts';
 import { DISCONNECT_CODES, disconnectWith, refusalBytes } from './disconnect.ts';
-import { loadHostKey } from './host-key.ts';
+import { hostKeyFingerprint, loadHostKey } from './host-key.ts';
 import type { IpAllowed } from './ip-allowed.ts';
 import { type LiveSession, TOO_MANY_STREAMS } from './live-session.ts';
 import { createLoginLimits, type Login } from './login-limits.ts';
@@ -59,6 +59,8 @@ export interface AgentListenerDeps {
 /** The running listener. */
 export interface AgentListener {
   port: number;
+  /** The host key's fingerprint (`SHA256:…`, as ssh shows it), for agents to check it by. */
+  hostKeyFingerprint: string;
   /** Stops accepting and ends every live session with a stop event (server shutdown). */
   close(): Promise<void>;
 }
@@ -137,6 +139,7 @@ export async function startAgentListener(deps: AgentListenerDeps): Promise<Agent
   });
   return {
     port: (net.address() as AddressInfo).port,
+    hostKeyFingerprint: hostKeyFingerprint(hostKey),
     async close() {
       net.close();
       await Promise.all(deps.registry.all().map((session) => session.end(STOP_REASONS.shutdown)));
@@ -177,6 +180,10 @@ function serveAgent(
   let stopReason: string = STOP_REASONS.clientClosed;
   /** Stops the session's TCP endpoint, when it has one. */
   let closeEndpoint: (() => Promise<void>) | undefined;
+  /** The bind being checked, if any: a shell's line waits for its answer. */
+  let bindChecked: Promise<unknown> = Promise.resolve();
+  /** What the bound session serves, as a URL (`http://<hostname>`, `tcp://<host>:<port>`). */
+  let served: string | undefined;
   const events = { db, publicUrl: config.publicUrl, kick: deps.kick };
   const facts = (hostname: string, region = ''): SessionFacts => ({
     id: newId('ts'),
@@ -231,7 +238,7 @@ function serveAgent(
     if (name !== 'tcpip-forward') return accept?.();
     if (refused) return reject?.();
     const bind = info as { bindAddr: string; bindPort: number };
-    bindSession(bind).catch((error: unknown) => {
+    bindChecked = bindSession(bind).catch((error: unknown) => {
       logger.error({ err: error }, 'agent bind failed');
       reject?.();
     });
@@ -249,6 +256,7 @@ function serveAgent(
       );
       if (bound === undefined) return;
       session = bound;
+      served = `${bindPort === HTTP_BIND_PORT ? 'http' : 'tcp'}://${bound.hostname}`;
       accept?.();
       await recordSessionEvent(events, { type: 'start', facts: bound.facts, error: '' });
       // The agent may have gone while the bind was checked: its session ends at once.
@@ -337,6 +345,7 @@ function serveAgent(
   }
 
   // `ssh -R` without -N asks for a shell: it gets one line saying what is served, then nothing.
+  // ssh may ask before the bind's checks are done: the line waits for them.
   // Other channels an agent might open (direct-tcpip, streamlocal, x11) ssh2 refuses itself.
   let sessionChannels = 0;
   client.on('session', (acceptSession, rejectSession) => {
@@ -352,8 +361,10 @@ function serveAgent(
     shell.on('pty', (accept) => accept?.());
     shell.on('shell', (accept) => {
       const channel = accept();
-      const served = session === undefined ? 'nothing yet' : `http://${session.hostname}`;
-      channel.write(`Agent Ingress: this connection serves ${served}\r\n`);
+      void bindChecked.then(() => {
+        if (!closed)
+          channel.write(`Agent Ingress: this connection serves ${served ?? 'nothing'}\r\n`);
+      });
     });
   });
   client.on('close', () => {

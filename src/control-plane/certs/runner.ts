@@ -3,7 +3,7 @@ import { newId } from '../../shared/ids.ts';
 import type { Logger } from '../../shared/logger.ts';
 import type { Keyring } from '../../shared/secrets.ts';
 import type { Db } from '../../store/db.ts';
-import { claimJob, endJob, type JobRow, reportJob } from '../../store/jobs.ts';
+import { claimJob, endJob, type JobRow, reportJob, retryFailedJobs } from '../../store/jobs.ts';
 import { acmeAccountKey } from './account-key.ts';
 import { type AcmeOrder, type Issued, newAccountKey, orderCertificate } from './acme.ts';
 import { checkDelegation } from './delegation.ts';
@@ -17,6 +17,10 @@ import { type CertSubject, loadSubject, recordCertificate, showStatus } from './
 
 const DAY_MS = 86_400_000;
 const FIRST_RETRY_MS = 30_000;
+
+/** A job's message while ACME_DIRECTORY_URL is unset (the default: no CA is chosen for you). */
+export const NO_ACME_SERVER =
+  "no ACME server is configured: set ACME_DIRECTORY_URL (Let's Encrypt: https://acme-v02.api.letsencrypt.org/directory; for local tries, pebble: docs/dns-and-certificates.md#pebble) and restart";
 
 /** What the runner needs; `clock` and `order` are injectable for tests. */
 export interface CertRunnerDeps {
@@ -49,7 +53,7 @@ export function createCertRunner(deps: CertRunnerDeps) {
   const clock = deps.clock ?? (() => new Date());
   const order = deps.order ?? orderCertificate;
   const owner = newId('runner');
-  const directoryHost = new URL(config.acmeDirectoryUrl).host;
+  const directoryHost = config.acmeDirectoryUrl === '' ? '' : new URL(config.acmeDirectoryUrl).host;
 
   async function report(job: JobRow, subject: CertSubject, msg: string): Promise<void> {
     const held = await db.transaction(async (tx) => {
@@ -140,6 +144,9 @@ export function createCertRunner(deps: CertRunnerDeps) {
       return;
     }
     try {
+      if (config.acmeDirectoryUrl === '') {
+        return await fail(job, subject, 'INTERNAL_ERROR', NO_ACME_SERVER);
+      }
       if (subject.needsDelegation) {
         const servers = config.nameServers.join(', ');
         await report(job, subject, `checking that ${subject.domain} is delegated to ${servers}`);
@@ -183,6 +190,24 @@ export function createCertRunner(deps: CertRunnerDeps) {
     return true;
   }
 
+  /**
+   * With an ACME server configured, the jobs that failed for want of one run at once instead of
+   * at the end of their backoff: setting ACME_DIRECTORY_URL is a restart away from them.
+   */
+  let retriedWaiting: Promise<unknown> | undefined;
+  function retryWaiting(): Promise<unknown> {
+    if (config.acmeDirectoryUrl === '') return Promise.resolve();
+    retriedWaiting ??= retryFailedJobs(db, PROVISIONING_JOB, NO_ACME_SERVER, clock()).catch(
+      (error: unknown) => {
+        logger.warn(
+          { err: error },
+          'certificate runner: jobs waiting for an ACME server not retried',
+        );
+      },
+    );
+    return retriedWaiting;
+  }
+
   let working: Promise<void> | undefined;
   let again = false;
   /** Runs due jobs until none is left; a kick while running runs another round after. */
@@ -195,6 +220,7 @@ export function createCertRunner(deps: CertRunnerDeps) {
       do {
         again = false;
         try {
+          await retryWaiting();
           while (await runOnce());
         } catch (error) {
           logger.error({ err: error }, 'certificate runner: a round failed');

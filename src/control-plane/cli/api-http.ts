@@ -1,5 +1,7 @@
 // The HTTP side of `cli api`: one request to a running service, `--all` paging, and printing the
-// answer (JSON, or a compact table for people) or the error body (to stderr).
+// answer (JSON, or a compact table for people: table.ts) or the error body (to stderr).
+
+import { table } from './table.ts';
 
 /** Exit status of an answer the API refused (4xx/5xx); usage errors exit 64 (cli.ts). */
 export const EXIT_API_ERROR = 1;
@@ -120,44 +122,6 @@ export async function perform(target: Target, call: Call): Promise<unknown> {
     next = page.next_page_uri as string | null;
   }
   return { ...answer, [key]: items, next_page_uri: null };
-}
-
-// Columns a table leaves out: long, or the same for every row.
-const HIDDEN = new Set(['uri', 'metadata']);
-
-const isScalar = (value: unknown) => value === null || typeof value !== 'object';
-
-/** The rows a table shows: the answer's array (a list) or the answer itself. */
-function rowsOf(answer: unknown): Record<string, unknown>[] {
-  if (answer === undefined || answer === null || typeof answer !== 'object') return [];
-  const arrays = Object.values(answer).filter(Array.isArray);
-  if (arrays.length === 1 && !('id' in answer)) return arrays[0] as Record<string, unknown>[];
-  return [answer as Record<string, unknown>];
-}
-
-/** A compact table of the rows' scalar fields (ids, times, descriptions, domains…). */
-export function table(answer: unknown): string {
-  const rows = rowsOf(answer);
-  const columns: string[] = [];
-  for (const row of rows) {
-    for (const [key, value] of Object.entries(row)) {
-      if (!HIDDEN.has(key) && isScalar(value) && !columns.includes(key)) columns.push(key);
-    }
-  }
-  const cell = (value: unknown) => (value === undefined || value === null ? '' : String(value));
-  const grid = [
-    columns.map((c) => c.toUpperCase()),
-    ...rows.map((r) => columns.map((c) => cell(r[c]))),
-  ];
-  const widths = columns.map((_, i) => Math.max(...grid.map((line) => line[i].length)));
-  return grid
-    .map((line) =>
-      line
-        .map((value, i) => value.padEnd(widths[i]))
-        .join('  ')
-        .trimEnd(),
-    )
-    .join('\n');
 }
 
 /** The answer as the user asked: pretty JSON (nothing for a 204) or a table. */

@@ -69,6 +69,12 @@ export interface Config {
   sshMaxStartups: MaxStartups;
   /** Failed authentication attempts one SSH connection may make before it is disconnected. */
   sshMaxAuthTries: number;
+  /** Port ngrok's agents and SDKs connect to over TLS (0: a random one); undefined: none. */
+  agentPort: number | undefined;
+  /** The certificate (PEM) of the agent listener's own connect name; '' for one made in DATA_DIR. */
+  agentTlsCertFile: string;
+  /** Its private key (PEM); set together with AGENT_TLS_CERT_FILE. */
+  agentTlsKeyFile: string;
   /** Port of the edge's HTTP listener (0: a random one); undefined: no edge. */
   edgeHttpPort: number | undefined;
   /** Port of the edge's HTTPS listener, certificates chosen by SNI (0: random); undefined: none. */
@@ -241,6 +247,19 @@ function maxStartups(env: Env): MaxStartups {
   return { start, rate, full };
 }
 
+/** AGENT_TLS_CERT_FILE and AGENT_TLS_KEY_FILE: both or neither. */
+function agentTlsFiles(env: Env): { agentTlsCertFile: string; agentTlsKeyFile: string } {
+  const agentTlsCertFile = env.AGENT_TLS_CERT_FILE ?? '';
+  const agentTlsKeyFile = env.AGENT_TLS_KEY_FILE ?? '';
+  if ((agentTlsCertFile === '') !== (agentTlsKeyFile === '')) {
+    throw new ConfigError(
+      'AGENT_TLS_CERT_FILE',
+      'goes with AGENT_TLS_KEY_FILE: set both, or neither',
+    );
+  }
+  return { agentTlsCertFile, agentTlsKeyFile };
+}
+
 function portRange(env: Env, name: string, fallback: string): PortRange {
   try {
     return parsePortRange(env[name] || fallback);
@@ -357,6 +376,8 @@ export function loadConfig(env: Env = process.env): Config {
     sshLoginGraceMs: integer(env, 'SSH_LOGIN_GRACE_MS', 120_000, 100, 3_600_000),
     sshMaxStartups: maxStartups(env),
     sshMaxAuthTries: integer(env, 'SSH_MAX_AUTH_TRIES', 6, 1, 100),
+    agentPort: optionalPort(env, 'AGENT_PORT', '4443'),
+    ...agentTlsFiles(env),
     edgeHttpPort: optionalPort(env, 'EDGE_HTTP_PORT', '8088'),
     edgeHttpsPort: optionalPort(env, 'EDGE_HTTPS_PORT', '8443'),
     edgeCertCacheMs: integer(env, 'EDGE_CERT_CACHE_MS', 5_000, 0, 3_600_000),

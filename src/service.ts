@@ -279,6 +279,8 @@ async function startAgents(
               serviceDomain: config.serviceDomain,
               certFile: config.agentTlsCertFile,
               keyFile: config.agentTlsKeyFile,
+              dataDir: config.dataDir,
+              logger,
             }),
             kick,
             ipAllowed,

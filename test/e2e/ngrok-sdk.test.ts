@@ -1,7 +1,9 @@
 import { execFile } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
 import { type AddressInfo, createServer as createTcpServer, connect as tcpConnect } from 'node:net';
+import { join } from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
 import { promisify } from 'node:util';
 import ngrok from '@ngrok/ngrok';
@@ -20,6 +22,7 @@ import {
 } from '../helpers/service.ts';
 import { pgliteStore, type TestStore } from '../helpers/stores.ts';
 import { startEchoServer } from './agents-helpers.ts';
+import { eventsOf, trafficEvents } from './edge-helpers.ts';
 import { echoWebSocket, webSocketVia } from './websocket-echo.ts';
 
 // ngrok's own SDK (@ngrok/ngrok 1.7, its Rust core) as the agent: it dials an Agent Ingress's
@@ -64,6 +67,7 @@ describe('ngrok agents through the agent ingress (the real @ngrok/ngrok SDK)', (
   let authtoken: string;
   let credentialId: string;
   let tcpPort: number;
+  let env: Record<string, string>;
   const tally = { sent: 0, received: 0 };
 
   const sessionEvent = (id: string, type: string) => sessionEventOf(service, id, type);
@@ -81,10 +85,14 @@ describe('ngrok agents through the agent ingress (the real @ngrok/ngrok SDK)', (
   beforeAll(async () => {
     store = await pgliteStore();
     tcpPort = await freePort();
-    service = await startTestService(store, {
+    // Fixed ports: the restart test's SDK reconnects to the same address.
+    env = {
       REGIONS: 'us,eu',
       TCP_ADDR_PORTS: `${tcpPort}-${tcpPort}`,
-    });
+      AGENT_PORT: String(await freePort()),
+      EDGE_HTTP_PORT: String(await freePort()),
+    };
+    service = await startTestService(store, env);
     api = apiClient(service.url, TEST_BOOTSTRAP_KEY);
     const accountId = (await api('GET', '/account')).body.id;
     echo = await startEchoServer();
@@ -123,7 +131,8 @@ describe('ngrok agents through the agent ingress (the real @ngrok/ngrok SDK)', (
     unmap = mapToLoopback([DIALLED, `eu.${INGRESS}`]);
   });
   afterAll(async () => {
-    await ngrok.kill().catch(() => {});
+    // kill() waits for a reconnect in its backoff: bounded.
+    await Promise.race([ngrok.kill().catch(() => {}), new Promise((r) => setTimeout(r, 5_000))]);
     unmap();
     echo?.server.close();
     await service?.close();
@@ -279,4 +288,55 @@ describe('ngrok agents through the agent ingress (the real @ngrok/ngrok SDK)', (
     await listener.close();
     tcpEcho.close();
   });
+
+  it('pools proxy streams: consecutive requests reuse one (backend.connection_reused)', async () => {
+    const events = await trafficEvents({ api, service, store } as never, 'ngrok-traffic');
+    const listener = await forward({ domain: `pool.us.${INGRESS}` });
+    for (const path of ['/first', '/second']) {
+      expect((await curlEdge(service.edgePort!, `pool.us.${INGRESS}`, path)).status).toBe(200);
+    }
+    const [first] = await eventsOf(events, '/first');
+    const [second] = await eventsOf(events, '/second');
+    expect(first.backend.connection_reused).toBe(false);
+    expect(second.backend.connection_reused).toBe(true);
+    expect(second.http.request.url.host).toBe(`pool.us.${INGRESS}`);
+    await listener.close();
+  });
+
+  it("dials the service's own connect name, trusting the CA made in DATA_DIR", async () => {
+    const connect = 'connect.agent-ingress.example';
+    const unmapConnect = mapToLoopback([connect]);
+    try {
+      const caPem = readFileSync(join(store.env.DATA_DIR!, 'agent-tls', 'ca.pem'), 'utf8');
+      const listener = await forward({
+        domain: `own.us.${INGRESS}`,
+        server_addr: `${connect}:${service.agentPort}`,
+        session_ca_cert: caPem,
+      });
+      expect((await curlEdge(service.edgePort!, `own.us.${INGRESS}`)).status).toBe(200);
+      await listener.close();
+    } finally {
+      unmapConnect();
+    }
+  });
+
+  it('is served again at the same URL after the service restarts: the SDK reconnects by itself', async () => {
+    const host = `again.us.${INGRESS}`;
+    const listener = await forward({ domain: host });
+    expect((await curlEdge(service.edgePort!, host)).status).toBe(200);
+    await service.close();
+    service = await startTestService(store, env);
+    api = apiClient(service.url, TEST_BOOTSTRAP_KEY);
+    // The SDK (ngrok-rust) retries 50 ms and 2.5 s after losing its connection, then 125 s
+    // after that: a start slower than 2.5 s (this one takes ~4 s) waits for the third attempt.
+    await expect
+      .poll(async () => (await curlEdge(service.edgePort!, host)).status, {
+        timeout: 150_000,
+        interval: 1_000,
+      })
+      .toBe(200);
+    const sessions = (await api('GET', '/tunnel_sessions')).body.tunnel_sessions;
+    expect(sessions.find((s: any) => s.transport === 'ngrok')).toBeDefined();
+    expect(listener.url()).toBe(`https://${host}`);
+  }, 200_000);
 });

@@ -1,9 +1,12 @@
 import { readFile } from 'node:fs/promises';
 import { createSecureContext, type SecureContext } from 'node:tls';
+import type { Logger } from '../../shared/logger.ts';
 import type { SniCertificates } from '../edge/sni-certificates.ts';
+import { connectCertificate } from './connect-certificate.ts';
 
 // The certificate the agent listener presents, chosen by the TLS server name the agent dialled:
-// the service's own connect name (`connect.<SERVICE_DOMAIN>`) gets AGENT_TLS_CERT_FILE's; any
+// the service's own connect name (`connect.<SERVICE_DOMAIN>`) gets AGENT_TLS_CERT_FILE's (or one
+// made into DATA_DIR on first start, connect-certificate.ts); any
 // other name is looked up as the edge does (sni-certificates.ts: an Agent Ingress's managed
 // certificate for its domain and region domains, a reserved domain's uploaded or automatic one).
 // A name nothing covers fails the handshake.
@@ -22,15 +25,23 @@ export async function agentCertificates(deps: {
   serviceDomain: string;
   certFile: string;
   keyFile: string;
+  dataDir: string;
+  logger: Logger;
 }): Promise<AgentCertificates> {
-  const own =
-    deps.certFile === ''
-      ? undefined
-      : createSecureContext({
-          cert: await readFile(deps.certFile),
-          key: await readFile(deps.keyFile),
-        });
   const connect = connectName(deps.serviceDomain);
+  let files = { certFile: deps.certFile, keyFile: deps.keyFile };
+  if (files.certFile === '') {
+    const made = await connectCertificate(deps.dataDir, connect);
+    deps.logger.info(
+      { name: connect, caFile: made.caFile, caFingerprint: made.caFingerprint },
+      'agent listener: a local CA signs the certificate of the connect name; agents trust its ca.pem',
+    );
+    files = made;
+  }
+  const own = createSecureContext({
+    cert: await readFile(files.certFile),
+    key: await readFile(files.keyFile),
+  });
   return {
     async contextFor(serverName) {
       const name = serverName.toLowerCase().replace(/\.$/, '');

@@ -1,6 +1,6 @@
 import { createClient } from '@clickhouse/client';
+import { parseClickHouseSinkConfig } from '../src/data-plane/sinks/clickhouse/config.ts';
 import { byTable, encodeRowBinary } from '../src/data-plane/sinks/clickhouse/encode.ts';
-import { parseClickHouseSinkConfig } from '../src/data-plane/sinks/clickhouse/index.ts';
 import { serverProfile } from '../src/data-plane/sinks/clickhouse/schema.ts';
 import { createClickHouseSink } from '../src/data-plane/sinks/clickhouse/sink.ts';
 import { tableForEventType } from '../src/data-plane/sinks/clickhouse/tables.ts';

@@ -9,7 +9,7 @@
 // is the one least disturbed by other processes.
 
 import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
-import { type EventJson, trafficToJson } from '../src/catalogue/index.ts';
+import { type EventJson, trafficToJson } from '../src/data-plane/wire-json/to-json.ts';
 import { decodePublishRequest } from '../src/data-plane/wire-json/wire-decode.ts';
 import { PublishRequestSchema } from '../src/gen/agent_ingress/ingest/v0/ingest_pb.ts';
 import { generateEvents } from '../test/helpers/events.ts';

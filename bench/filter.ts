@@ -1,6 +1,6 @@
-import { type EventJson, trafficToJson } from '../src/catalogue/index.ts';
 import { cachedFilter } from '../src/data-plane/filter/cached-filter.ts';
 import { compileFilter } from '../src/data-plane/filter/index.ts';
+import { type EventJson, trafficToJson } from '../src/data-plane/wire-json/to-json.ts';
 import type { HttpRequestComplete } from '../src/gen/agent_ingress/events/v0/traffic_pb.ts';
 import { generateEvents, seededRandom } from '../test/helpers/events.ts';
 import { printTable, report } from './lib/report.ts';

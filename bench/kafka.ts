@@ -1,8 +1,8 @@
 import { once } from 'node:events';
 import { Worker } from 'node:worker_threads';
 import { Kafka, logLevel } from 'kafkajs';
+import { parseKafkaSinkConfig } from '../src/data-plane/sinks/kafka/config.ts';
 import { encodeMessages } from '../src/data-plane/sinks/kafka/encode.ts';
-import { parseKafkaSinkConfig } from '../src/data-plane/sinks/kafka/index.ts';
 import { createKafkaSink } from '../src/data-plane/sinks/kafka/sink.ts';
 import { createLogger } from '../src/shared/logger.ts';
 import { startKafka } from '../test/helpers/kafka.ts';

@@ -1,5 +1,4 @@
 import type { FastifyInstance } from 'fastify';
-import { type CertRunner, createCertRunner } from './agent-plane/certs/runner.ts';
 import type { AuthoritativeDns } from './agent-plane/dns/index.ts';
 import { type Edge, startEdge } from './agent-plane/edge/edge-server.ts';
 import { createEdgePublisher, type EdgePublisher } from './agent-plane/edge/publisher.ts';
@@ -20,8 +19,14 @@ import { buildApp, buildGrpcApp } from './app.ts';
 import type { Config } from './config/load.ts';
 import type { RouteTable } from './control-plane/api/index.ts';
 import { bootstrapFirstKey } from './control-plane/bootstrap.ts';
+import { type CertRunner, createCertRunner } from './control-plane/certs/runner.ts';
 import { createPipeline, type Pipeline } from './data-plane/pipeline/pipeline.ts';
 import { migrateFileLayout } from './data-plane/sinks/file/layout.ts';
+import { SINKS } from './data-plane/sinks/index.ts';
+import {
+  fileDestinationPaths,
+  resealDestinationSecrets,
+} from './data-plane/store/event-destinations.ts';
 import { prepareDataDir } from './shared/files/data-dir.ts';
 import {
   type ConnectionLimits,
@@ -35,7 +40,6 @@ import { createIpRestrictions } from './shared/net/account-restrictions.ts';
 import { type Keyring, loadKeyring } from './shared/secrets.ts';
 import { resealObjectSecrets } from './store/account-objects.ts';
 import type { Db } from './store/db.ts';
-import { fileDestinationPaths, resealDestinationSecrets } from './store/event-destinations.ts';
 import { openStore } from './store/index.ts';
 
 /** A running service: its HTTP server, where it listens, and how to stop it gracefully. */
@@ -85,7 +89,10 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     }
     await migrateFileLayout(config.dataDir, () => fileDestinationPaths(db), logger);
     const firstKey = await bootstrapFirstKey(db, config);
-    const metrics = createMetrics({ storeWasmMemoryBytes: () => db.wasmMemoryBytes() });
+    const metrics = createMetrics({
+      storeWasmMemoryBytes: () => db.wasmMemoryBytes(),
+      sinkKinds: SINKS.map((sink) => sink.kind),
+    });
     const connectionLimits = createConnectionLimits({
       maxConnections: config.maxConnections,
       listeners: listenersOf(config),

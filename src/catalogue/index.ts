@@ -1,19 +1,6 @@
 // The event catalogue, derived from the proto descriptors in src/gen (docs/decisions.md#catalogue): the one
 // place the rest of the service learns event kinds, fields, JSON shape and columns from.
 
-export {
-  type EventJson,
-  type MessageToJson,
-  messageToJson,
-  timestampToJson,
-  trafficToJson,
-} from '../data-plane/wire-json/to-json.ts';
-export {
-  type DecodedEvent,
-  decodePublishRequest,
-  type WireToJson,
-  wireToJson,
-} from '../data-plane/wire-json/wire-decode.ts';
 export { auditColumns, clickhouseColumns } from './columns.ts';
 export {
   AGENT_SESSION_EVENT_TYPES,

@@ -1,14 +1,9 @@
 import type { FastifyRequest } from 'fastify';
+import type { Caller } from '../shared/caller.ts';
 import { AppError } from '../shared/errors.ts';
 import { bearerToken, hashToken, sameHash } from '../shared/tokens.ts';
 import { findApiKeyByHash } from '../store/api-keys.ts';
 import type { Db } from '../store/db.ts';
-
-/** Who is calling: the account an API key acts for, and the key itself (the audit principal). */
-export interface Caller {
-  accountId: string;
-  keyId: string;
-}
 
 declare module 'fastify' {
   interface FastifyRequest {

@@ -1,5 +1,4 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
-import { SINKS } from '../data-plane/sinks/index.ts';
 
 // Prometheus metrics, named <area>_<thing>_<unit>; updated per request and per batch, never per
 // event. Labels stay bounded: sink kind and status, never a destination or account id.
@@ -8,6 +7,8 @@ import { SINKS } from '../data-plane/sinks/index.ts';
 export interface MetricSources {
   /** The embedded store's WebAssembly memory (Db.wasmMemoryBytes). */
   storeWasmMemoryBytes?: () => number;
+  /** The kinds of sink, each shown from the start at zero (the data plane's SINKS). */
+  sinkKinds?: readonly string[];
 }
 
 /** The service's metrics and the registry /metrics renders. */
@@ -129,7 +130,7 @@ export function createMetrics(sources: MetricSources = {}) {
     }),
   };
   // Every kind of sink is shown from the start, at zero: a dashboard need not wait for traffic.
-  for (const { kind: sink } of SINKS) {
+  for (const sink of sources.sinkKinds ?? []) {
     metrics.recordsDelivered.inc({ sink }, 0);
     metrics.recordsSpooled.inc({ sink }, 0);
     for (const retriable of ['true', 'false']) metrics.sinkErrors.inc({ sink, retriable }, 0);

@@ -1,10 +1,10 @@
 import { X509Certificate } from 'node:crypto';
 import dnsPacket from 'dns-packet';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { queueRenewals } from '../../src/agent-plane/certs/renewals.ts';
-import { type CertRunner, createCertRunner } from '../../src/agent-plane/certs/runner.ts';
 import { startDnsServer } from '../../src/agent-plane/dns/server.ts';
 import { loadConfig } from '../../src/config/load.ts';
+import { queueRenewals } from '../../src/control-plane/certs/renewals.ts';
+import { type CertRunner, createCertRunner } from '../../src/control-plane/certs/runner.ts';
 import type { Service } from '../../src/service.ts';
 import { createConnectionLimits } from '../../src/shared/http/connection-limits.ts';
 import { createLogger } from '../../src/shared/logger.ts';

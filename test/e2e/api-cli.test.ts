@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RESOURCES } from '../../src/control-plane/api/resource-list.ts';
-import type { Resource } from '../../src/control-plane/api/resources.ts';
+import type { Resource } from '../../src/control-plane/api/resource-types.ts';
 import type { Service } from '../../src/service.ts';
 import { type ProcessRun, runProcess } from '../helpers/run-process.ts';
 import { startTestService, TEST_BOOTSTRAP_KEY } from '../helpers/service.ts';
@@ -15,9 +15,9 @@ import { pgliteStore, type TestStore } from '../helpers/stores.ts';
 let service: Service;
 let store: TestStore;
 
-/** The `npm run cli -- api` commands of README's "Command line" section, one per command. */
+/** The `npm run cli -- api` commands of the "Command line" section of docs/rest-api.md, one per command. */
 function readmeCommands(): string[] {
-  const readme = readFileSync(join(SERVICE_DIR, 'README.md'), 'utf8');
+  const readme = readFileSync(join(SERVICE_DIR, 'docs', 'rest-api.md'), 'utf8');
   const section = readme.slice(readme.indexOf('### Command line'), readme.indexOf('### Errors'));
   const block = /```sh\n([\s\S]*?)```/.exec(section)![1];
   return block
@@ -239,7 +239,7 @@ describe('cli api', () => {
     });
   });
 
-  it('runs every command of README\'s "Command line" section as written', async () => {
+  it('runs every command of the "Command line" section of docs/rest-api.md as written', async () => {
     const commands = readmeCommands();
     expect(commands.length).toBeGreaterThanOrEqual(8);
     const ids: Record<string, string> = {};

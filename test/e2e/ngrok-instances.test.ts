@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { storeIssuedCertificate } from '../../src/agent-plane/certs/store-certificate.ts';
+import { storeIssuedCertificate } from '../../src/control-plane/certs/store-certificate.ts';
 import type { Service } from '../../src/service.ts';
 import { mapToLoopback } from '../helpers/etc-hosts.ts';
 import { freePort } from '../helpers/free-port.ts';

@@ -8,7 +8,7 @@ import { connect as tlsConnect } from 'node:tls';
 import { promisify } from 'node:util';
 import ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { storeIssuedCertificate } from '../../src/agent-plane/certs/store-certificate.ts';
+import { storeIssuedCertificate } from '../../src/control-plane/certs/store-certificate.ts';
 import type { Service } from '../../src/service.ts';
 import { mapToLoopback } from '../helpers/etc-hosts.ts';
 import { freePort } from '../helpers/free-port.ts';
@@ -301,6 +301,22 @@ describe('ngrok agents through the agent ingress (the real @ngrok/ngrok SDK)', (
     expect(second.backend.connection_reused).toBe(true);
     expect(second.http.request.url.host).toBe(`pool.us.${INGRESS}`);
     await listener.close();
+  });
+
+  it("ends the credential's tunnels at the SDK when the credential is deleted", async () => {
+    const credential = (await api('POST', '/credentials', { description: 'short-lived' })).body;
+    const logged: string[] = [];
+    ngrok.loggingCallback((_level, target, message) => {
+      if (target === 'ngrok_javascript::listener') logged.push(message);
+    }, 'DEBUG');
+    const host = `gone.us.${INGRESS}`;
+    await forward({ domain: host, authtoken: credential.token });
+    expect((await curlEdge(service.edgePort!, host)).status).toBe(200);
+    expect((await api('DELETE', `/credentials/${credential.id}`)).status).toBe(204);
+    await expect.poll(() => logged, { timeout: 10_000 }).toContain('forward returning');
+    await expect
+      .poll(async () => (await curlEdge(service.edgePort!, host)).status, { timeout: 10_000 })
+      .toBe(502);
   });
 
   it("dials the service's own connect name, trusting the CA made in DATA_DIR", async () => {

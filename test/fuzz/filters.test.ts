@@ -1,6 +1,5 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { EventJson } from '../../src/catalogue/index.ts';
 import { isStorable } from '../../src/control-plane/api/validate.ts';
 import {
   compileFilter,
@@ -11,6 +10,7 @@ import {
   MAX_SELECTED_FIELDS,
   selectableNames,
 } from '../../src/data-plane/filter/index.ts';
+import type { EventJson } from '../../src/data-plane/wire-json/to-json.ts';
 import type { Service } from '../../src/service.ts';
 import { startTestService } from '../helpers/service.ts';
 import { pgliteStore, type TestStore } from '../helpers/stores.ts';

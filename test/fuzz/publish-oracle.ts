@@ -1,5 +1,5 @@
 import { fromBinary } from '@bufbuild/protobuf';
-import { timestampToJson } from '../../src/catalogue/index.ts';
+import { timestampToJson } from '../../src/data-plane/wire-json/to-json.ts';
 import {
   type PublishRequest,
   PublishRequestSchema,

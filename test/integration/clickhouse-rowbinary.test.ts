@@ -10,8 +10,8 @@ import { createDestination } from '../../src/data-plane/pipeline/destination.ts'
 import { routeRequest } from '../../src/data-plane/pipeline/route-events.ts';
 import { compileRouting } from '../../src/data-plane/pipeline/routing.ts';
 import { openSpool } from '../../src/data-plane/pipeline/spool.ts';
+import { parseClickHouseSinkConfig } from '../../src/data-plane/sinks/clickhouse/config.ts';
 import type { TableFor } from '../../src/data-plane/sinks/clickhouse/encode.ts';
-import { parseClickHouseSinkConfig } from '../../src/data-plane/sinks/clickhouse/index.ts';
 import { serverProfile } from '../../src/data-plane/sinks/clickhouse/schema.ts';
 import { createClickHouseSink } from '../../src/data-plane/sinks/clickhouse/sink.ts';
 import { tableForEventType } from '../../src/data-plane/sinks/clickhouse/tables.ts';

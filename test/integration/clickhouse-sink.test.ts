@@ -6,9 +6,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ColumnSpec } from '../../src/catalogue/types.ts';
 import { createDestination } from '../../src/data-plane/pipeline/destination.ts';
 import { openSpool } from '../../src/data-plane/pipeline/spool.ts';
+import { parseClickHouseSinkConfig } from '../../src/data-plane/sinks/clickhouse/config.ts';
 import type { TableFor } from '../../src/data-plane/sinks/clickhouse/encode.ts';
 import { encodeRowBinary } from '../../src/data-plane/sinks/clickhouse/encode.ts';
-import { parseClickHouseSinkConfig } from '../../src/data-plane/sinks/clickhouse/index.ts';
 import {
   columnType,
   createTableSql,

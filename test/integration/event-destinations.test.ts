@@ -3,10 +3,13 @@ import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load.ts';
 import { mintApiKey } from '../../src/control-plane/api/api-keys/mint.ts';
 import { restApi } from '../../src/control-plane/api/index.ts';
+import {
+  currentPipelineVersion,
+  loadPipelineConfig,
+} from '../../src/data-plane/store/pipeline-config.ts';
 import { installErrorHandlers } from '../../src/shared/http/http-errors.ts';
 import { newId } from '../../src/shared/ids.ts';
 import { createAccount } from '../../src/store/accounts.ts';
-import { currentPipelineVersion, loadPipelineConfig } from '../../src/store/pipeline-config.ts';
 import { expectError } from '../helpers/expect-error.ts';
 import { apiClient, TEST_BOOTSTRAP_KEY, useTestService } from '../helpers/service.ts';
 import { STORES } from '../helpers/stores.ts';

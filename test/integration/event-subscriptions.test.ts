@@ -1,7 +1,10 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { mintApiKey } from '../../src/control-plane/api/api-keys/mint.ts';
+import {
+  currentPipelineVersion,
+  loadPipelineConfig,
+} from '../../src/data-plane/store/pipeline-config.ts';
 import { createAccount } from '../../src/store/accounts.ts';
-import { currentPipelineVersion, loadPipelineConfig } from '../../src/store/pipeline-config.ts';
 import { expectError } from '../helpers/expect-error.ts';
 import { type ApiClient, apiClient, useTestService } from '../helpers/service.ts';
 import { STORES } from '../helpers/stores.ts';

@@ -7,7 +7,7 @@ import {
   DEFAULT_MAX_FILE_AGE_MS,
   DEFAULT_MAX_FILE_BYTES,
   parseFileSinkConfig,
-} from '../../src/data-plane/sinks/file/index.ts';
+} from '../../src/data-plane/sinks/file/config.ts';
 import { createFileSink, fileSinkError } from '../../src/data-plane/sinks/file/sink.ts';
 import { batchOf, type EventRecord, RecordBlock } from '../../src/data-plane/sinks/record-block.ts';
 import { SinkConfigError } from '../../src/data-plane/sinks/settings.ts';

@@ -9,8 +9,8 @@ import {
 } from 'kafkajs';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { parseKafkaSinkConfig } from '../../src/data-plane/sinks/kafka/config.ts';
 import { encodeMessages } from '../../src/data-plane/sinks/kafka/encode.ts';
-import { parseKafkaSinkConfig } from '../../src/data-plane/sinks/kafka/index.ts';
 import { createKafkaSink, kafkaSinkError } from '../../src/data-plane/sinks/kafka/sink.ts';
 import { type EventRecord, RecordBlock } from '../../src/data-plane/sinks/record-block.ts';
 import { SinkConfigError } from '../../src/data-plane/sinks/settings.ts';

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadPipelineConfig } from '../../src/data-plane/store/pipeline-config.ts';
 import type { Service } from '../../src/service.ts';
-import { loadPipelineConfig } from '../../src/store/pipeline-config.ts';
 import { expectError } from '../helpers/expect-error.ts';
 import {
   type ApiClient,

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { type EventJson, trafficToJson } from '../../src/catalogue/index.ts';
 import { cachedFilter, readFields } from '../../src/data-plane/filter/cached-filter.ts';
 import { type CompiledFilter, compileFilter } from '../../src/data-plane/filter/index.ts';
+import { type EventJson, trafficToJson } from '../../src/data-plane/wire-json/to-json.ts';
 import type { HttpRequestComplete } from '../../src/gen/agent_ingress/events/v0/traffic_pb.ts';
 import { generateEvents } from '../helpers/events.ts';
 

@@ -12,10 +12,9 @@ import {
   isKnownEventType,
   isTrafficType,
   TRAFFIC_EVENT_TYPES,
-  timestampToJson,
   trafficFields,
-  trafficToJson,
 } from '../../src/catalogue/index.ts';
+import { timestampToJson, trafficToJson } from '../../src/data-plane/wire-json/to-json.ts';
 import {
   HttpRequestCompleteSchema,
   TcpConnectionClosedSchema,

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { renewalTime, retryDelay } from '../../src/agent-plane/certs/runner.ts';
+import { renewalTime, retryDelay } from '../../src/control-plane/certs/runner.ts';
 import { type Db, openPglite } from '../../src/store/db.ts';
 import {
   cancelJobs,

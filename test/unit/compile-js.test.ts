@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import type { EventJson, TrafficEventType } from '../../src/catalogue/index.ts';
+import type { TrafficEventType } from '../../src/catalogue/index.ts';
 import { patchEvaluation } from '../../src/data-plane/filter/cel-semantics.ts';
 import { compileToJs, jsFilter } from '../../src/data-plane/filter/compile-js.ts';
 import { filterEnvironment } from '../../src/data-plane/filter/filter-environment.ts';
@@ -13,6 +13,7 @@ import {
   regexLiterals,
   useRe2ForMatches,
 } from '../../src/data-plane/filter/re2-matches.ts';
+import type { EventJson } from '../../src/data-plane/wire-json/to-json.ts';
 import { fuzzParams } from '../helpers/fuzz.ts';
 
 // jsFilter (the checked AST as generated JS) must answer exactly as compileFilter's cel-js

@@ -1,6 +1,5 @@
 import { create } from '@bufbuild/protobuf';
 import { describe, expect, it } from 'vitest';
-import { type EventJson, trafficToJson } from '../../src/catalogue/index.ts';
 import {
   compileFilter,
   compileProjection,
@@ -8,6 +7,7 @@ import {
   FieldSelectionError,
   FilterError,
 } from '../../src/data-plane/filter/index.ts';
+import { type EventJson, trafficToJson } from '../../src/data-plane/wire-json/to-json.ts';
 import { HttpRequestCompleteSchema } from '../../src/gen/agent_ingress/events/v0/traffic_pb.ts';
 
 const HTTP = 'http_request_complete.v0';

@@ -2,13 +2,7 @@ import { toBinary } from '@bufbuild/protobuf';
 import { BinaryWriter, WireType } from '@bufbuild/protobuf/wire';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import {
-  type DecodedEvent,
-  decodePublishRequest,
-  type EventJson,
-  filterableFields,
-  type TrafficEventType,
-} from '../../src/catalogue/index.ts';
+import { filterableFields, type TrafficEventType } from '../../src/catalogue/index.ts';
 import {
   compileProjection,
   compileSpanProjection,
@@ -18,6 +12,11 @@ import {
   type RequestText,
   readPublishRequest,
 } from '../../src/data-plane/wire-json/request-text.ts';
+import type { EventJson } from '../../src/data-plane/wire-json/to-json.ts';
+import {
+  type DecodedEvent,
+  decodePublishRequest,
+} from '../../src/data-plane/wire-json/wire-decode.ts';
 import {
   EventSchema,
   PublishRequestSchema,

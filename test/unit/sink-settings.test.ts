@@ -4,7 +4,7 @@ import {
   readTarget,
 } from '../../src/control-plane/api/event-destinations/target.ts';
 import { SINKS } from '../../src/data-plane/sinks/index.ts';
-import { KAFKA_SETTINGS } from '../../src/data-plane/sinks/kafka/index.ts';
+import { KAFKA_SETTINGS } from '../../src/data-plane/sinks/kafka/config.ts';
 import { keepSecrets, mapSecrets, present } from '../../src/data-plane/sinks/settings.ts';
 import type { SinkKind } from '../../src/data-plane/sinks/types.ts';
 import { AppError } from '../../src/shared/errors.ts';
@@ -88,7 +88,9 @@ describe('sink settings, declared once per kind', () => {
   });
 
   it('shows every kind of sink in the metrics from the start, at zero', async () => {
-    const text = await createMetrics().registry.metrics();
+    const text = await createMetrics({
+      sinkKinds: SINKS.map((sink) => sink.kind),
+    }).registry.metrics();
     for (const { kind } of SINKS) {
       expect(text).toContain(`agent_ingress_sink_records_delivered_total{sink="${kind}"} 0`);
       expect(text).toContain(

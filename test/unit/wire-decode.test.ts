@@ -2,13 +2,12 @@ import { create, type DescField, type DescMessage, fromBinary, toBinary } from '
 import { BinaryWriter, WireType } from '@bufbuild/protobuf/wire';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { timestampToJson, trafficToJson } from '../../src/data-plane/wire-json/to-json.ts';
 import {
   type DecodedEvent,
   decodePublishRequest,
-  timestampToJson,
-  trafficToJson,
   wireToJson,
-} from '../../src/catalogue/index.ts';
+} from '../../src/data-plane/wire-json/wire-decode.ts';
 import {
   HttpRequestCompleteSchema,
   TcpConnectionClosedSchema,

@@ -6,7 +6,7 @@ import {
   type ServerResponse,
 } from 'node:http';
 import { type Duplex, pipeline } from 'node:stream';
-import type { Caller } from '../../control-plane/api-key-auth.ts';
+import type { Caller } from '../../shared/caller.ts';
 import { AppError } from '../../shared/errors.ts';
 import type { Logger } from '../../shared/logger.ts';
 import { sessionOfEndpoint } from '../../store/agent-sessions.ts';

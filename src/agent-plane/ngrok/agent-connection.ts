@@ -1,11 +1,15 @@
 import type { TLSSocket } from 'node:tls';
-import type { Caller } from '../../control-plane/api-key-auth.ts';
+import type { Config } from '../../config/load.ts';
+import type { Caller } from '../../shared/caller.ts';
 import { newId } from '../../shared/ids.ts';
+import type { Logger } from '../../shared/logger.ts';
+import type { Db } from '../../store/db.ts';
+import type { IpAllowed } from '../sessions/ip-allowed.ts';
 import type { LiveSession } from '../sessions/live-session.ts';
+import type { SessionRegistry } from '../sessions/registry.ts';
 import { recordSessionEvent, type SessionFacts, STOP_REASONS } from '../sessions/session-events.ts';
 import { type AuthenticatedAgent, AuthRefusal, authenticate } from './auth.ts';
 import { type Binding, checkBind } from './bind.ts';
-import type { NgrokListenerDeps } from './listener.ts';
 import {
   type AuthRequest,
   type BindRequest,
@@ -43,6 +47,23 @@ const TOLD_REASONS = new Set<string>([
   STOP_REASONS.leaseLapsed,
 ]);
 
+/** What serving an agent connection needs. */
+export interface AgentConnectionDeps {
+  config: Config;
+  db: Db;
+  logger: Logger;
+  registry: SessionRegistry;
+  /** Wakes the audit relay after a session event is written. */
+  kick: () => void;
+  /** The IP restriction check; absent: every address is allowed. */
+  ipAllowed?: IpAllowed;
+  /** Opens the TCP endpoint of a tunnel bound to a reserved address; absent: TCP is off. */
+  openTcp?: (
+    session: LiveSession,
+    address: { host: string; port: number },
+  ) => Promise<{ close(): Promise<void> }>;
+}
+
 /** A live agent connection, as the listener holds it. */
 export interface AgentConnection {
   /** Ends its tunnels with `reason` and the connection with GOAWAY. */
@@ -55,7 +76,10 @@ interface Tunnel {
   ended?: Promise<void>;
 }
 
-export function serveAgentConnection(socket: TLSSocket, deps: NgrokListenerDeps): AgentConnection {
+export function serveAgentConnection(
+  socket: TLSSocket,
+  deps: AgentConnectionDeps,
+): AgentConnection {
   const { config, db, logger, registry } = deps;
   const mux = new MuxSession(socket, DEFAULT_LIMITS, 'server');
   const peer = {

@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { createSecureContext, type SecureContext } from 'node:tls';
+import { ConfigError } from '../../config/load.ts';
 import type { Logger } from '../../shared/logger.ts';
 import type { SniCertificates } from '../edge/sni-certificates.ts';
 import { connectCertificate } from './connect-certificate.ts';
@@ -23,14 +24,20 @@ export function connectName(serviceDomain: string): string {
 export async function agentCertificates(deps: {
   sni: SniCertificates;
   serviceDomain: string;
-  certFile: string;
-  keyFile: string;
+  certFile: string | undefined;
+  keyFile: string | undefined;
   dataDir: string;
   logger: Logger;
 }): Promise<AgentCertificates> {
   const connect = connectName(deps.serviceDomain);
-  let files = { certFile: deps.certFile, keyFile: deps.keyFile };
-  if (files.certFile === '') {
+  if ((deps.certFile === undefined) !== (deps.keyFile === undefined)) {
+    throw new ConfigError(
+      deps.certFile === undefined ? 'AGENT_TLS_KEY_FILE' : 'AGENT_TLS_CERT_FILE',
+      'goes with AGENT_TLS_CERT_FILE / AGENT_TLS_KEY_FILE: set both, or neither',
+    );
+  }
+  let files = { certFile: deps.certFile ?? '', keyFile: deps.keyFile ?? '' };
+  if (deps.certFile === undefined) {
     const made = await connectCertificate(deps.dataDir, connect);
     deps.logger.info(
       { name: connect, caFile: made.caFile, caFingerprint: made.caFingerprint },

@@ -1,14 +1,12 @@
 import type { AddressInfo, Socket } from 'node:net';
 import { createServer, type TLSSocket } from 'node:tls';
-import type { Config } from '../../config/load.ts';
 import type { ConnectionLimits } from '../../shared/http/connection-limits.ts';
-import type { Logger } from '../../shared/logger.ts';
-import type { Db } from '../../store/db.ts';
-import type { IpAllowed } from '../sessions/ip-allowed.ts';
-import type { LiveSession } from '../sessions/live-session.ts';
-import type { SessionRegistry } from '../sessions/registry.ts';
 import { STOP_REASONS } from '../sessions/session-events.ts';
-import { type AgentConnection, serveAgentConnection } from './agent-connection.ts';
+import {
+  type AgentConnection,
+  type AgentConnectionDeps,
+  serveAgentConnection,
+} from './agent-connection.ts';
 import type { AgentCertificates } from './agent-tls.ts';
 
 // The listener ngrok's own agents and SDKs connect to (AGENT_PORT): TLS 1.2 or later, the
@@ -17,21 +15,8 @@ import type { AgentCertificates } from './agent-tls.ts';
 // MAX_CONNECTIONS; at shutdown every tunnel ends with its stop event and each agent hears
 // GOAWAY (it reconnects, to this instance once it is back or to another).
 
-export interface NgrokListenerDeps {
-  config: Config;
-  db: Db;
-  logger: Logger;
-  registry: SessionRegistry;
+export interface NgrokListenerDeps extends AgentConnectionDeps {
   certificates: AgentCertificates;
-  /** Wakes the audit relay after a session event is written. */
-  kick: () => void;
-  /** The IP restriction check; absent: every address is allowed. */
-  ipAllowed?: IpAllowed;
-  /** Opens the TCP endpoint of a tunnel bound to a reserved address; absent: TCP is off. */
-  openTcp?: (
-    session: LiveSession,
-    address: { host: string; port: number },
-  ) => Promise<{ close(): Promise<void> }>;
   connectionLimits: ConnectionLimits;
 }
 

@@ -1,5 +1,5 @@
 import type { Duplex } from 'node:stream';
-import type { Caller } from '../../control-plane/api-key-auth.ts';
+import type { Caller } from '../../shared/caller.ts';
 import { type LiveSession, TOO_MANY_STREAMS } from '../sessions/live-session.ts';
 import type { SessionFacts } from '../sessions/session-events.ts';
 import type { Binding } from './bind.ts';

@@ -2,7 +2,7 @@ import type { AddressInfo } from 'node:net';
 import { createServer, type Server as NetServer, type Socket } from 'node:net';
 import ssh2, { type AuthContext, type Connection } from 'ssh2';
 import type { Config } from '../../config/load.ts';
-import type { Caller } from '../../control-plane/api-key-auth.ts';
+import type { Caller } from '../../shared/caller.ts';
 import type { ConnectionLimits, Refusal } from '../../shared/http/connection-limits.ts';
 import { newId } from '../../shared/ids.ts';
 import type { Logger } from '../../shared/logger.ts';

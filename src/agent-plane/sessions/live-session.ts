@@ -1,5 +1,5 @@
 import type { Duplex } from 'node:stream';
-import type { Caller } from '../../control-plane/api-key-auth.ts';
+import type { Caller } from '../../shared/caller.ts';
 import type { SessionFacts } from './session-events.ts';
 
 // What the edge knows of an agent's live session, whatever protocol the agent speaks: its facts,

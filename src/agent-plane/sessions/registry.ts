@@ -1,4 +1,4 @@
-import type { Caller } from '../../control-plane/api-key-auth.ts';
+import type { Caller } from '../../shared/caller.ts';
 import { AppError } from '../../shared/errors.ts';
 import { newId } from '../../shared/ids.ts';
 import type { Logger } from '../../shared/logger.ts';

@@ -1,4 +1,4 @@
-import type { Caller } from '../../control-plane/api-key-auth.ts';
+import type { Caller } from '../../shared/caller.ts';
 import { newId } from '../../shared/ids.ts';
 import type { Db } from '../../store/db.ts';
 import { appendToOutbox } from '../../store/outbox.ts';

@@ -1,7 +1,7 @@
+import type { Caller } from '../../shared/caller.ts';
 import { newId } from '../../shared/ids.ts';
 import type { Db, Queryable } from '../../store/db.ts';
 import { appendToOutbox } from '../../store/outbox.ts';
-import type { Caller } from '../api-key-auth.ts';
 
 /** What a mutation returns: the resource as GET shows it (the audit event's object). */
 export interface Mutation<T> {

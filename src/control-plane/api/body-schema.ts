@@ -1,8 +1,7 @@
 import { createRequire } from 'node:module';
 import type { Ajv2020, ErrorObject, ValidateFunction } from 'ajv/dist/2020.js';
 import { AppError } from '../../shared/errors.ts';
-import type { JsonSchema, Resource } from './resources.ts';
-import type { ShapeCodes } from './validate.ts';
+import type { JsonSchema, Resource, ShapeCodes } from './resource-types.ts';
 
 // Request bodies are checked by Ajv (the JSON Schema validator Fastify itself uses) against
 // schemas derived from the declarations; this module turns Ajv's errors into the catalogue's.

@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { ERROR_CODES } from '../../shared/errors.ts';
 import { RESOURCES } from './resource-list.ts';
-import { type ExtraRoute, type JsonSchema, type Resource, TOP_LEVEL_ROUTES } from './resources.ts';
+import type { ExtraRoute, JsonSchema, Resource } from './resource-types.ts';
+import { TOP_LEVEL_ROUTES } from './resources.ts';
 
 // The OpenAPI 3.1 document of the REST API, built once at start from the resource declarations
 // (resources.ts) and served at GET /openapi.json. A test validates it and checks that its paths

@@ -3,7 +3,7 @@ import { AppError } from '../../shared/errors.ts';
 import { isId } from '../../shared/ids.ts';
 import { selectPage } from '../../store/pages.ts';
 import type { ApiDeps } from './deps.ts';
-import type { Resource } from './resources.ts';
+import type { Resource } from './resource-types.ts';
 
 /** The list parameters every list route takes: `limit` 1..100 (default 100) and `before_id`. */
 export interface PageQuery {

@@ -1,11 +1,6 @@
 import { FAMILIES } from './objects/families.ts';
-import {
-  AGENT_INGRESSES,
-  API_KEYS,
-  EVENT_DESTINATIONS,
-  EVENT_SUBSCRIPTIONS,
-  type Resource,
-} from './resources.ts';
+import type { Resource } from './resource-types.ts';
+import { AGENT_INGRESSES, API_KEYS, EVENT_DESTINATIONS, EVENT_SUBSCRIPTIONS } from './resources.ts';
 
 /**
  * Every resource, in the order the API registers them: the OpenAPI document, the CLI and the

@@ -1,62 +1,13 @@
 import { SINKS } from '../../data-plane/sinks/index.ts';
 import { AppError } from '../../shared/errors.ts';
+import type { ExtraRoute, Field, JsonSchema, Resource } from './resource-types.ts';
 import { TUNNEL_SESSION_ROUTES } from './tunnel-sessions/declaration.ts';
-import type { TextBound } from './validate.ts';
 
 // Every REST resource, declared once: its fields (JSON Schema, bounds, which are required,
 // updatable, server-assigned, write-only or shown once), its id prefix, path, list key and audit
 // event. Request checks (body.ts), list routes, not-found errors, audit event names and the
 // OpenAPI document (openapi.ts) are derived from these; a route module keeps only what is truly
 // its own (a domain's normalisation, a target's parsing, a filter's compilation).
-
-/** A JSON Schema (2020-12, as OpenAPI 3.1 uses it). */
-export type JsonSchema = Record<string, unknown>;
-
-/** One field of a resource. */
-export interface Field {
-  /** Its JSON Schema; bounds checked in code (UTF-8 bytes) are also stated here for readers. */
-  schema: JsonSchema;
-  /** A plain string field the generic reader checks; other fields are read by the route. */
-  text?: TextBound;
-  /** Must be given on create. */
-  required?: boolean;
-  /** Taken on create but never on update; the text says what to do instead. */
-  notUpdatable?: string;
-  /** Set by the service: shown, never taken. */
-  serverAssigned?: boolean;
-  /** Taken, never shown (secrets). */
-  writeOnly?: boolean;
-  /** Shown only in the response that creates the object (an API key's token). */
-  shownOnce?: boolean;
-  /** Read by the route itself, with codes of its own (a destination's target); any JSON here. */
-  checkedByRoute?: boolean;
-  /** Shown only when known (a destination's health, when the pipeline reports it). */
-  sometimes?: boolean;
-  /**
-   * An id (or a list of ids, as the schema says) of the caller's objects at `path`, which must
-   * exist; stored and shown under `shownAs` as `{id, uri}` (or a list of them).
-   */
-  ref?: { path: string; shownAs: string };
-  /** One line for the OpenAPI document and the CLI's help. */
-  doc: string;
-}
-
-/** An action or sub-collection route a resource has beyond CRUD, for the OpenAPI document. */
-export interface ExtraRoute {
-  /** Its operation's name, e.g. `sources.create` (OpenAPI operationId `<Resource>.<name>`). */
-  name: string;
-  method: 'GET' | 'POST' | 'PATCH' | 'DELETE';
-  /** Relative to the resource's path, e.g. `/{id}/test`. */
-  path: string;
-  summary: string;
-  /** Status of success (204: no body). */
-  status: 200 | 201 | 204;
-  request?: JsonSchema;
-  response?: JsonSchema;
-  query?: Record<string, string>;
-  /** Answers a stream of Server-Sent Events (text/event-stream) rather than one JSON body. */
-  stream?: boolean;
-}
 
 /** The query parameters every tap takes (src/data-plane/pipeline/taps.ts TAP_LIMITS). */
 export const TAP_QUERY = {
@@ -85,29 +36,6 @@ export const TAP_EVENT_SCHEMA = object({
   shown: { type: 'integer', description: 'shown since the tap opened, this one included' },
   dropped: { type: 'integer', description: 'dropped so far because the buffer was full' },
 });
-
-/** One REST resource. */
-export interface Resource {
-  /** Path segment, e.g. `api_keys`; also its table, or its kind in account_objects. */
-  path: string;
-  /** How messages name one object, e.g. `API key`. */
-  title: string;
-  /** The prefix of its ids (`ak_…`). */
-  idPrefix: string;
-  /** The key a list answer holds its objects under (ngrok's). */
-  listKey: string;
-  /** Its audit events are `<audit>_created.v0`, `_updated.v0`, `_deleted.v0`. */
-  audit: string;
-  fields: Record<string, Field>;
-  /**
-   * A valid create body, for examples and generated tests (the isolation sweep, fuzzing): `tag`
-   * makes it unique, `idOf` names an existing object of a resource it refers to.
-   */
-  example: (make: { tag: string; idOf: (path: string) => string }) => Record<string, unknown>;
-  /** Query parameters DELETE takes, by name and meaning. */
-  deleteQuery?: Record<string, string>;
-  extraRoutes?: ExtraRoute[];
-}
 
 export const str = { type: 'string' } as const;
 export const ref = { type: 'object', properties: { id: str, uri: str }, required: ['id', 'uri'] };

@@ -1,6 +1,6 @@
 import type { FastifyRequest } from 'fastify';
+import { bumpPipelineVersion } from '../../data-plane/store/pipeline-config.ts';
 import type { Queryable } from '../../store/db.ts';
-import { bumpPipelineVersion } from '../../store/pipeline-config.ts';
 import { withAudit } from './audit.ts';
 import type { ApiDeps } from './deps.ts';
 

@@ -1,12 +1,9 @@
 import type { FastifyRequest } from 'fastify';
-import type { ErrorCode } from '../../shared/errors.ts';
 import { AppError } from '../../shared/errors.ts';
 import { bodySchema, firstError, toAppError } from './body-schema.ts';
-import type { JsonSchema, Resource } from './resources.ts';
+import type { JsonObject, JsonSchema, Resource, ShapeCodes } from './resource-types.ts';
 
 /** A JSON object from a request body, checked field by field by the functions below. */
-export type JsonObject = Record<string, unknown>;
-
 /** Checks that `value` is a JSON object holding only `allowed` keys; `where` prefixes messages. */
 export function objectWith(value: unknown, allowed: readonly string[], where = ''): JsonObject {
   const properties = Object.fromEntries(allowed.map((key) => [key, {}]));
@@ -17,18 +14,6 @@ export function objectWith(value: unknown, allowed: readonly string[], where = '
     FIELD_CODES,
   );
   return value as JsonObject;
-}
-
-/** The bound of a text field, in UTF-8 bytes or in characters. */
-export interface TextBound {
-  maxBytes?: number;
-  maxChars?: number;
-}
-
-/** The codes of a shape's errors: a value of the wrong type, a required value not given. */
-export interface ShapeCodes {
-  invalid: ErrorCode;
-  missing: ErrorCode;
 }
 
 /** The codes of a request field's shape errors. */

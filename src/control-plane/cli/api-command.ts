@@ -1,11 +1,7 @@
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { RESOURCES } from '../api/resource-list.ts';
-import {
-  type ExtraRoute,
-  type JsonSchema,
-  type Resource,
-  TOP_LEVEL_ROUTES,
-} from '../api/resources.ts';
+import type { ExtraRoute, JsonSchema, Resource } from '../api/resource-types.ts';
+import { TOP_LEVEL_ROUTES } from '../api/resources.ts';
 import { type Call, CliFailure, perform, render, targetFromEnv } from './api-http.ts';
 
 // `cli api <resource> <operation> …`: one subcommand per declared resource (resources.ts), one

@@ -1,5 +1,6 @@
 import type { ASTNode } from '@marcbachmann/cel-js';
-import type { EventJson, TrafficEventType } from '../../catalogue/index.ts';
+import type { TrafficEventType } from '../../catalogue/index.ts';
+import type { EventJson } from '../wire-json/to-json.ts';
 import type { CompiledFilter } from './compile-filter.ts';
 import { filterEnvironment } from './filter-environment.ts';
 import { generate, identifier } from './generated-code.ts';

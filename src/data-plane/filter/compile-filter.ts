@@ -1,11 +1,13 @@
 import type { ASTNode } from '@marcbachmann/cel-js';
 import type { RE2JS } from 're2js';
-import { type EventJson, isTrafficType, type TrafficEventType } from '../../catalogue/index.ts';
+import { isTrafficType, type TrafficEventType } from '../../catalogue/index.ts';
+import type { EventJson } from '../wire-json/to-json.ts';
 import { intLiteralOutOfRange, patchEvaluation } from './cel-semantics.ts';
 import { compileToJs } from './compile-js.ts';
 import { filterError, fromCelError, unknownField } from './filter-diagnostics.ts';
-import { FILTER_LIMITS, type FilterEnvironment, filterEnvironment } from './filter-environment.ts';
+import { type FilterEnvironment, filterEnvironment } from './filter-environment.ts';
 import { FilterError } from './filter-error.ts';
+import { FILTER_LIMITS } from './filter-limits.ts';
 import {
   compileRegex,
   RE2_GLOBAL_SIGNATURE,

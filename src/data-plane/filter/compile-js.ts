@@ -1,13 +1,10 @@
 import type { ASTNode } from '@marcbachmann/cel-js';
 import type { RE2JS } from 're2js';
-import {
-  type EventJson,
-  filterableFields,
-  isTrafficType,
-  type TrafficEventType,
-} from '../../catalogue/index.ts';
+import { filterableFields, isTrafficType, type TrafficEventType } from '../../catalogue/index.ts';
+import type { EventJson } from '../wire-json/to-json.ts';
 import { intLiteralOutOfRange } from './cel-semantics.ts';
-import { FILTER_LIMITS, filterEnvironment } from './filter-environment.ts';
+import { filterEnvironment } from './filter-environment.ts';
+import { FILTER_LIMITS } from './filter-limits.ts';
 import { generate } from './generated-code.ts';
 import { groupTree, reads } from './js-reads.ts';
 import { type Leaf, Translator, Unsupported } from './js-translator.ts';

@@ -1,10 +1,10 @@
 import {
-  type EventJson,
   groupNames,
   isTrafficType,
   type TrafficEventType,
   trafficFields,
 } from '../../catalogue/index.ts';
+import type { EventJson } from '../wire-json/to-json.ts';
 import { jsonShape } from '../wire-json/wire-json.ts';
 import { FieldSelectionError } from './filter-error.ts';
 import { generate, identifier } from './generated-code.ts';

@@ -1,11 +1,8 @@
 import { Environment } from '@marcbachmann/cel-js';
-import {
-  type EventJson,
-  type FieldKind,
-  filterableFields,
-  type TrafficEventType,
-} from '../../catalogue/index.ts';
+import { type FieldKind, filterableFields, type TrafficEventType } from '../../catalogue/index.ts';
+import type { EventJson } from '../wire-json/to-json.ts';
 import { inInt64, UNSET_TIMESTAMP, VIEW_SOURCE, viewsEqual } from './cel-semantics.ts';
+import { FILTER_LIMITS } from './filter-limits.ts';
 import { generate, identifier } from './generated-code.ts';
 import { re2Matcher } from './re2-matches.ts';
 
@@ -17,26 +14,6 @@ import { re2Matcher } from './re2-matches.ts';
 // few filterable values out of the event JSON into those views (ints become BigInt, as cel-js
 // requires): cel-js then reads plain own properties of a known constructor, with no per-field
 // wrapping or Map conversion.
-
-/** Structural limits: a filter is a short predicate, not a program. */
-export const FILTER_LIMITS = Object.freeze({
-  maxLength: 2048,
-  /**
-   * cel-spec requires 32 nested parentheses, which cel-js counts as 33 levels; one more keeps
-   * them valid inside a parenthesized comparison (`((…)) == 7`, as the conformance test writes).
-   */
-  maxDepth: 34,
-  maxAstNodes: 512,
-  maxListElements: 256,
-  /**
-   * Comprehensions (all, exists, exists_one, map, filter, cel.bind) inside one another: their
-   * costs multiply, so a few hundred characters of nested or chained ones ran for seconds per
-   * event and then exhausted the heap. One level keeps a filter's cost linear in its size.
-   */
-  maxComprehensionDepth: 1,
-  /** RE2 instructions of one `matches` pattern: evaluation time is this times the input length. */
-  maxRegexProgramSize: 4096,
-});
 
 /** The declarations of one traffic kind, shared by every filter compiled for it. */
 export interface FilterEnvironment {

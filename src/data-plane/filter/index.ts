@@ -14,10 +14,10 @@ export {
   type SpanProjection,
   selectableNames,
 } from './compile-projection.ts';
-export { FILTER_LIMITS } from './filter-environment.ts';
 export {
   FieldSelectionError,
   FilterError,
   type FilterErrorCode,
   type SourcePosition,
 } from './filter-error.ts';
+export { FILTER_LIMITS } from './filter-limits.ts';

@@ -2,7 +2,7 @@ import type { ASTNode } from '@marcbachmann/cel-js';
 import type { RE2JS } from 're2js';
 import type { FieldKind } from '../../catalogue/index.ts';
 import { compareStrings, inInt64 } from './cel-semantics.ts';
-import { FILTER_LIMITS } from './filter-environment.ts';
+import { FILTER_LIMITS } from './filter-limits.ts';
 import { literal } from './generated-code.ts';
 import { compileRegex, RE2_METHOD, re2Matcher } from './re2-matches.ts';
 

@@ -1,6 +1,6 @@
 import type { ASTNode } from '@marcbachmann/cel-js';
 import { RE2JS } from 're2js';
-import { FILTER_LIMITS } from './filter-environment.ts';
+import { FILTER_LIMITS } from './filter-limits.ts';
 
 // CEL's `matches` is specified with RE2 semantics; cel-js implements it with JS RegExp, which
 // backtracks (`(a+)+$` on a long string never returns). cel-js cannot replace a built-in

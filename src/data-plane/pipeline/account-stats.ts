@@ -1,4 +1,4 @@
-import type { PipelineConfig } from '../../store/pipeline-config.ts';
+import type { PipelineConfig } from '../store/pipeline-config.ts';
 import type { DestinationHealth } from './destination.ts';
 import type { Tally } from './match-tally.ts';
 

@@ -4,12 +4,12 @@ import type { Logger } from '../../shared/logger.ts';
 import type { Metrics } from '../../shared/metrics.ts';
 import type { Keyring } from '../../shared/secrets.ts';
 import type { Db } from '../../store/db.ts';
+import { RecordBlock } from '../sinks/record-block.ts';
 import {
   currentPipelineVersion,
   loadPipelineConfig,
   type PipelineConfig,
-} from '../../store/pipeline-config.ts';
-import { RecordBlock } from '../sinks/record-block.ts';
+} from '../store/pipeline-config.ts';
 import { accountStats, createPipelineCounts, type PipelineStats } from './account-stats.ts';
 import { type Claim, createAdmission } from './admission.ts';
 import { type AuditRelay, createAuditRelay } from './audit-relay.ts';

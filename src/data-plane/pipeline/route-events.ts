@@ -1,11 +1,11 @@
 import { create, toBinary } from '@bufbuild/protobuf';
-import type { EventJson } from '../../catalogue/index.ts';
 import { PublishResponseSchema } from '../../gen/agent_ingress/ingest/v0/ingest_pb.ts';
 import type { AppError } from '../../shared/errors.ts';
 import { newId } from '../../shared/ids.ts';
 import type { SpanProjection } from '../filter/index.ts';
 import { BlockWriter, RecordMeta } from '../sinks/record-block.ts';
 import { type RequestText, readPublishRequest, type TextEvent } from '../wire-json/request-text.ts';
+import type { EventJson } from '../wire-json/to-json.ts';
 import { eventsByAccount, RequestTally } from './match-tally.ts';
 import type { Route, Routing } from './routing.ts';
 import { sampled } from './sampling.ts';

@@ -1,4 +1,3 @@
-import type { EventJson } from '../../catalogue/index.ts';
 import { cachedFilter } from '../filter/cached-filter.ts';
 import {
   type CompiledFilter,
@@ -6,6 +5,7 @@ import {
   compileProjection,
   type Projection,
 } from '../filter/index.ts';
+import type { EventJson } from '../wire-json/to-json.ts';
 
 // The worker's half of a tap (docs/decisions.md#taps): copies out the records an open tap wants.
 // Bounded per request, so a busy subscription costs a tap at most TEE_PER_REQUEST copies of

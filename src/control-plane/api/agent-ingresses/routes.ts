@@ -1,10 +1,4 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import {
-  certPolicy,
-  queueProvisioning,
-  recheckDelegation,
-  samePolicy,
-} from '../../../agent-plane/certs/policy.ts';
 import { checkClaim, domainTaken } from '../../../shared/domains/claim-check.ts';
 import { newId } from '../../../shared/ids.ts';
 import {
@@ -17,6 +11,12 @@ import {
 } from '../../../store/agent-ingresses.ts';
 import { isUniqueViolation, type Queryable } from '../../../store/db.ts';
 import { activeJobs, cancelJobs } from '../../../store/jobs.ts';
+import {
+  certPolicy,
+  queueProvisioning,
+  recheckDelegation,
+  samePolicy,
+} from '../../certs/policy.ts';
 import { withAudit } from '../audit.ts';
 import type { ApiDeps } from '../deps.ts';
 import { listRoute } from '../pagination.ts';

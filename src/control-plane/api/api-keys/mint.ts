@@ -1,8 +1,8 @@
+import type { Caller } from '../../../shared/caller.ts';
 import { newId } from '../../../shared/ids.ts';
 import { hashToken, newToken } from '../../../shared/tokens.ts';
 import { insertApiKey } from '../../../store/api-keys.ts';
 import type { Db } from '../../../store/db.ts';
-import type { Caller } from '../../api-key-auth.ts';
 import { withAudit } from '../audit.ts';
 import { API_KEYS, auditEvent } from '../resources.ts';
 import { type ApiKey, presentApiKey } from './present.ts';

@@ -1,8 +1,8 @@
 import type { FastifyInstance } from 'fastify';
+import type { Caller } from '../../../shared/caller.ts';
 import type { ApiKeyRow } from '../../../store/api-keys.ts';
 import { deleteApiKey, getApiKey, updateApiKey } from '../../../store/api-keys.ts';
 import type { Queryable } from '../../../store/db.ts';
-import type { Caller } from '../../api-key-auth.ts';
 import { withAudit } from '../audit.ts';
 import type { ApiDeps } from '../deps.ts';
 import { listRoute } from '../pagination.ts';

@@ -1,5 +1,6 @@
 import { EXAMPLE_CA_PEM } from '../../../shared/pki/examples.ts';
-import { COMMON, describedBy, type Resource, str, strings } from '../resources.ts';
+import type { Resource } from '../resource-types.ts';
+import { COMMON, describedBy, str, strings } from '../resources.ts';
 
 /** Most a `ca_pem` may hold: one certificate is a few KiB even with an RSA-8192 key. */
 const MAX_CA_PEM_BYTES = 16 * 1024;

@@ -1,4 +1,5 @@
-import { COMMON, describedBy, type Resource, strings } from '../resources.ts';
+import type { Resource } from '../resource-types.ts';
+import { COMMON, describedBy, strings } from '../resources.ts';
 
 /** `acl`: bind rules of a credential (the spec's Authentication rules, docs/decisions.md); shared with SSH public keys. */
 export const ACL_FIELD = {

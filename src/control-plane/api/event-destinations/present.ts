@@ -1,4 +1,4 @@
-import type { EventDestinationRow } from '../../../store/event-destinations.ts';
+import type { EventDestinationRow } from '../../../data-plane/store/event-destinations.ts';
 import { presentTarget } from './target.ts';
 
 /**

@@ -1,9 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { accountEventsDir } from '../../../data-plane/sinks/file/layout.ts';
-import { AppError } from '../../../shared/errors.ts';
-import { newId } from '../../../shared/ids.ts';
-import type { Queryable } from '../../../store/db.ts';
-import { isUniqueViolation } from '../../../store/db.ts';
 import {
   deleteEventDestination,
   type EventDestinationRow,
@@ -13,17 +9,17 @@ import {
   openRow,
   subscriptionsUsingDestination,
   updateEventDestination,
-} from '../../../store/event-destinations.ts';
+} from '../../../data-plane/store/event-destinations.ts';
+import { AppError } from '../../../shared/errors.ts';
+import { newId } from '../../../shared/ids.ts';
+import type { Queryable } from '../../../store/db.ts';
+import { isUniqueViolation } from '../../../store/db.ts';
 import type { ApiDeps } from '../deps.ts';
 import { listRoute } from '../pagination.ts';
+import type { JsonObject } from '../resource-types.ts';
 import { auditEvent, EVENT_DESTINATIONS, notFound } from '../resources.ts';
 import { routingChange } from '../routing-change.ts';
-import {
-  acceptPathEchoes,
-  type JsonObject,
-  readBody,
-  rejectUnstorableStrings,
-} from '../validate.ts';
+import { acceptPathEchoes, readBody, rejectUnstorableStrings } from '../validate.ts';
 import { type EventDestination, presentEventDestination, withHealth } from './present.ts';
 import { completeTarget, readTarget } from './target.ts';
 import { addDestinationTestAction } from './test-action.ts';

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
+import { getEventDestination } from '../../../data-plane/store/event-destinations.ts';
 import { AppError } from '../../../shared/errors.ts';
-import { getEventDestination } from '../../../store/event-destinations.ts';
 import type { ApiDeps } from '../deps.ts';
 import { EVENT_DESTINATIONS, notFound } from '../resources.ts';
 import { objectWith } from '../validate.ts';

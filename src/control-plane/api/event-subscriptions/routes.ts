@@ -1,8 +1,8 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { lockDestinationsForReference } from '../../../data-plane/store/event-destinations.ts';
 import { AppError } from '../../../shared/errors.ts';
 import { newId } from '../../../shared/ids.ts';
 import type { Queryable } from '../../../store/db.ts';
-import { lockDestinationsForReference } from '../../../store/event-destinations.ts';
 import {
   deleteEventSource,
   deleteEventSubscription,
@@ -21,14 +21,10 @@ import {
 } from '../../../store/event-subscriptions.ts';
 import type { ApiDeps } from '../deps.ts';
 import { listRoute } from '../pagination.ts';
+import type { JsonObject } from '../resource-types.ts';
 import { auditEvent, EVENT_SUBSCRIPTIONS, notFound } from '../resources.ts';
 import { routingChange } from '../routing-change.ts';
-import {
-  acceptPathEchoes,
-  type JsonObject,
-  readBody,
-  rejectUnstorableStrings,
-} from '../validate.ts';
+import { acceptPathEchoes, readBody, rejectUnstorableStrings } from '../validate.ts';
 import { type EventSubscription, presentEventSource, presentEventSubscription } from './present.ts';
 import {
   checkSource,

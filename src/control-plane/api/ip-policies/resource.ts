@@ -1,4 +1,5 @@
-import { COMMON, describedBy, type Resource } from '../resources.ts';
+import type { Resource } from '../resource-types.ts';
+import { COMMON, describedBy } from '../resources.ts';
 
 /** IP policies: named groups of allow/deny rules that IP restrictions apply. */
 export const IP_POLICIES: Resource = {

@@ -1,4 +1,5 @@
-import { COMMON, describedBy, type Resource, ref, str } from '../resources.ts';
+import type { Resource } from '../resource-types.ts';
+import { COMMON, describedBy, ref, str } from '../resources.ts';
 
 /** IP policy rules: one CIDR range each, allowed or denied, in one policy. */
 export const IP_POLICY_RULES: Resource = {

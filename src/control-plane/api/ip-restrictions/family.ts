@@ -1,6 +1,6 @@
 import { AppError } from '../../../shared/errors.ts';
 import type { Family } from '../objects/family.ts';
-import type { JsonObject } from '../validate.ts';
+import type { JsonObject } from '../resource-types.ts';
 import { refuseLockout } from './enforce.ts';
 import { IP_RESTRICTIONS } from './resource.ts';
 

@@ -1,4 +1,5 @@
-import { COMMON, describedBy, type Resource, ref, str } from '../resources.ts';
+import type { Resource } from '../resource-types.ts';
+import { COMMON, describedBy, ref, str } from '../resources.ts';
 
 /** The traffic an IP restriction governs (ngrok's four types). */
 export const RESTRICTION_TYPES = ['dashboard', 'api', 'agent', 'endpoints'] as const;

@@ -1,9 +1,8 @@
 import type { Config } from '../../../config/load.ts';
+import type { Caller } from '../../../shared/caller.ts';
 import type { AccountObjectRow } from '../../../store/account-objects.ts';
 import type { Queryable } from '../../../store/db.ts';
-import type { Caller } from '../../api-key-auth.ts';
-import type { Resource } from '../resources.ts';
-import type { JsonObject } from '../validate.ts';
+import type { JsonObject, Resource } from '../resource-types.ts';
 
 /**
  * One family of account objects (credentials, certificates, IP policies, …): its declaration

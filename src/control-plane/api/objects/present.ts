@@ -1,6 +1,5 @@
 import type { AccountObjectRow } from '../../../store/account-objects.ts';
-import type { Resource } from '../resources.ts';
-import type { JsonObject } from '../validate.ts';
+import type { JsonObject, Resource } from '../resource-types.ts';
 
 const COMMON = new Set(['id', 'uri', 'created_at', 'description', 'metadata']);
 

@@ -12,13 +12,9 @@ import { isUniqueViolation, type Queryable } from '../../../store/db.ts';
 import { withAudit } from '../audit.ts';
 import type { ApiDeps } from '../deps.ts';
 import { listRoute } from '../pagination.ts';
-import { auditEvent, notFound, type Resource } from '../resources.ts';
-import {
-  acceptPathEchoes,
-  type JsonObject,
-  readBody,
-  rejectUnstorableStrings,
-} from '../validate.ts';
+import type { JsonObject, Resource } from '../resource-types.ts';
+import { auditEvent, notFound } from '../resources.ts';
+import { acceptPathEchoes, readBody, rejectUnstorableStrings } from '../validate.ts';
 import type { Draft, Family, FamilyContext, Update } from './family.ts';
 import { presentObject } from './present.ts';
 

@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import { certPolicy, queueProvisioning, samePolicy } from '../../../agent-plane/certs/policy.ts';
 import { checkClaim } from '../../../shared/domains/claim-check.ts';
 import { AppError } from '../../../shared/errors.ts';
 import type { CertPolicy } from '../../../store/agent-ingresses.ts';
 import { cancelJobs } from '../../../store/jobs.ts';
+import { certPolicy, queueProvisioning, samePolicy } from '../../certs/policy.ts';
 import { normalizeDomain } from '../agent-ingresses/domain.ts';
 import type { Family } from '../objects/family.ts';
 import { RESERVED_DOMAINS } from './resource.ts';

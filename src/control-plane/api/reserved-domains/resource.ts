@@ -1,4 +1,5 @@
-import { CERT_POLICY_SHAPE, COMMON, describedBy, type Resource, str } from '../resources.ts';
+import type { Resource } from '../resource-types.ts';
+import { CERT_POLICY_SHAPE, COMMON, describedBy, str } from '../resources.ts';
 
 const nullableString = { type: ['string', 'null'] };
 

@@ -1,4 +1,5 @@
-import { COMMON, describedBy, type Resource, str } from '../resources.ts';
+import type { Resource } from '../resource-types.ts';
+import { COMMON, describedBy, str } from '../resources.ts';
 
 const notUpdatable = 'create another SSH certificate authority';
 

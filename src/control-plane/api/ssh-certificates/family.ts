@@ -11,9 +11,9 @@ import {
 } from '../../../shared/ssh-keys/certificates.ts';
 import { parsePublicKey } from '../../../shared/ssh-keys/public-keys.ts';
 import type { Family, FamilyContext } from '../objects/family.ts';
-import { notFound, type Resource } from '../resources.ts';
+import type { JsonObject, Resource } from '../resource-types.ts';
+import { notFound } from '../resources.ts';
 import { SSH_CERTIFICATE_AUTHORITIES } from '../ssh-certificate-authorities/resource.ts';
-import type { JsonObject } from '../validate.ts';
 import { SSH_HOST_CERTIFICATES, SSH_USER_CERTIFICATES } from './resource.ts';
 
 /** The signer of the caller's authority `id` (another account's, or none: 404). */

@@ -1,4 +1,5 @@
-import { COMMON, describedBy, type Field, type Resource, str, strings } from '../resources.ts';
+import type { Field, Resource } from '../resource-types.ts';
+import { COMMON, describedBy, str, strings } from '../resources.ts';
 import { exampleSshKey, PUBLIC_KEY_FIELD } from '../ssh-credentials/resource.ts';
 
 const time = { type: ['string', 'null'], description: 'RFC 3339' };

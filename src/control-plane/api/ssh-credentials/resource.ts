@@ -1,7 +1,8 @@
 import { createHash, createPrivateKey, createPublicKey } from 'node:crypto';
 import { string } from '../../../shared/ssh-keys/wire.ts';
 import { ACL_FIELD } from '../credentials/resource.ts';
-import { COMMON, describedBy, type Resource, str } from '../resources.ts';
+import type { Resource } from '../resource-types.ts';
+import { COMMON, describedBy, str } from '../resources.ts';
 
 /** The most bytes a pasted public key may have (a 16384-bit RSA key in PEM has ~2.8 kB). */
 export const PUBLIC_KEY_MAX_BYTES = 16384;

@@ -1,5 +1,6 @@
 import { EXAMPLE_CERTIFICATE_PEM, EXAMPLE_PRIVATE_KEY_PEM } from '../../../shared/pki/examples.ts';
-import { COMMON, describedBy, object, type Resource, str, strings } from '../resources.ts';
+import type { Resource } from '../resource-types.ts';
+import { COMMON, describedBy, object, str, strings } from '../resources.ts';
 
 /** Most a chain may hold: ten certificates of a few KiB each. */
 const MAX_CHAIN_PEM_BYTES = 64 * 1024;

@@ -1,4 +1,4 @@
-import type { ExtraRoute } from '../resources.ts';
+import type { ExtraRoute } from '../resource-types.ts';
 
 // Plain schemas here: resources.ts lists these routes, so importing its values would be a cycle.
 const str = { type: 'string' } as const;

@@ -5,9 +5,9 @@ import type { ColumnSpec } from '../../../catalogue/types.ts';
 import type { Logger } from '../../../shared/logger.ts';
 import { withSinkContract } from '../contract.ts';
 import { type Sink, SinkError } from '../types.ts';
+import type { ClickHouseSinkConfig } from './config.ts';
 import { byTable, type TableFor, type TableRecords } from './encode.ts';
 import { encodeInWorker } from './encode-pool.ts';
-import type { ClickHouseSinkConfig } from './index.ts';
 import {
   addColumnSql,
   createDatabaseSql,

@@ -3,7 +3,7 @@ import { dirname, join, relative, sep } from 'node:path';
 import { fsyncDir } from '../../../shared/files/fsync-dir.ts';
 import { pathExists } from '../../../shared/files/path-exists.ts';
 import type { Logger } from '../../../shared/logger.ts';
-import { dirInside } from './index.ts';
+import { dirInside } from './config.ts';
 
 // File destinations live in DATA_DIR/events/<account_id>/<path>. Earlier versions wrote them to
 // DATA_DIR/events/<path>, one namespace for every account. migrateFileLayout() moves such a

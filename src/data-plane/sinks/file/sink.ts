@@ -5,7 +5,7 @@ import { pathExists } from '../../../shared/files/path-exists.ts';
 import type { Logger } from '../../../shared/logger.ts';
 import { withSinkContract } from '../contract.ts';
 import { type Sink, SinkError } from '../types.ts';
-import type { FileSinkConfig } from './index.ts';
+import type { FileSinkConfig } from './config.ts';
 
 // On-disk layout: the file being written is `events-<UTC yyyymmddThhmmssZ>-<seq>.ndjson.open`;
 // rotation (size, age, close) fsyncs it and renames it to drop `.open`, so a reader that ignores

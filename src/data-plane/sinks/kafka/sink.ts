@@ -10,8 +10,8 @@ import {
 import type { Logger } from '../../../shared/logger.ts';
 import { withSinkContract } from '../contract.ts';
 import { type Sink, SinkError } from '../types.ts';
+import type { KafkaSinkConfig } from './config.ts';
 import { encodeMessages } from './encode.ts';
-import type { KafkaSinkConfig } from './index.ts';
 import { patchRecordEncoding } from './record-encoding-fix.ts';
 import { patchRequestQueue } from './request-queue-fix.ts';
 

@@ -1,7 +1,7 @@
-import { type TargetSettings, targetKind } from '../data-plane/sinks/index.ts';
-import { mapSecrets as mapSettingsSecrets } from '../data-plane/sinks/settings.ts';
-import type { Keyring } from '../shared/secrets.ts';
-import type { Db, Queryable } from './db.ts';
+import type { Keyring } from '../../shared/secrets.ts';
+import type { Db, Queryable } from '../../store/db.ts';
+import { type TargetSettings, targetKind } from '../sinks/index.ts';
+import { mapSecrets as mapSettingsSecrets } from '../sinks/settings.ts';
 
 // Targets are stored with their secrets (each sink's writeOnly settings) sealed by the
 // keyring (src/shared/secrets.ts); every function here seals on write and opens on read, so rows in

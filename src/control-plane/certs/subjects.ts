@@ -1,8 +1,8 @@
 import type { Config } from '../../config/load.ts';
-import { presentJob } from '../../control-plane/api/agent-ingresses/present.ts';
 import type { CertPolicy } from '../../store/agent-ingresses.ts';
 import type { Queryable } from '../../store/db.ts';
 import type { JobRow } from '../../store/jobs.ts';
+import { presentJob } from '../api/agent-ingresses/present.ts';
 
 // What a provisioning job certifies: an Agent Ingress (its domain, region domains and wildcards
 // under them; the certificate and renews_at in its row) or a reserved domain (its name; status,

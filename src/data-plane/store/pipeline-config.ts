@@ -1,5 +1,5 @@
-import type { Keyring } from '../shared/secrets.ts';
-import type { Db, Queryable } from './db.ts';
+import type { Keyring } from '../../shared/secrets.ts';
+import type { Db, Queryable } from '../../store/db.ts';
 import { type DestinationTarget, openTarget } from './event-destinations.ts';
 
 /** A destination as the pipeline delivers to it: the full target, secrets included. */

@@ -1,7 +1,7 @@
-import type { JsonObject } from '../../control-plane/api/validate.ts';
 import type { CertPolicy } from '../../store/agent-ingresses.ts';
 import type { Queryable } from '../../store/db.ts';
 import { cancelJobs, queueJob } from '../../store/jobs.ts';
+import type { JsonObject } from '../api/resource-types.ts';
 
 // certificate_management_policy, as Agent Ingresses and reserved domains take it: null turns
 // automatic certificates off; a change queues a provisioning job (the certificate issue runs it).

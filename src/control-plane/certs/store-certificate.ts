@@ -1,6 +1,3 @@
-import { presentObject } from '../../control-plane/api/objects/present.ts';
-import { auditEvent } from '../../control-plane/api/resources.ts';
-import { TLS_CERTIFICATES } from '../../control-plane/api/tls-certificates/resource.ts';
 import { newId } from '../../shared/ids.ts';
 import type { Keyring } from '../../shared/secrets.ts';
 import {
@@ -11,6 +8,9 @@ import {
 } from '../../store/account-objects.ts';
 import type { Queryable } from '../../store/db.ts';
 import { appendToOutbox } from '../../store/outbox.ts';
+import { presentObject } from '../api/objects/present.ts';
+import { auditEvent } from '../api/resources.ts';
+import { TLS_CERTIFICATES } from '../api/tls-certificates/resource.ts';
 
 /** What storing a certificate needs beyond the transaction: the keyring and the API's base URL. */
 export interface CertificateStoreDeps {

@@ -10,6 +10,8 @@ import {
   type SniCertificates,
 } from './agent-plane/edge/sni-certificates.ts';
 import { openTcpEndpoint } from './agent-plane/edge/tcp-endpoint.ts';
+import { agentCertificates } from './agent-plane/ngrok/agent-tls.ts';
+import { type NgrokListener, startNgrokListener } from './agent-plane/ngrok/listener.ts';
 import { createEndpointPolicies, type EndpointPolicies } from './agent-plane/policy/index.ts';
 import type { DecideEndpointIp, IpAllowed } from './agent-plane/sessions/ip-allowed.ts';
 import type { AgentListener, AgentListenerDeps } from './agent-plane/sessions/listener.ts';
@@ -56,6 +58,8 @@ export interface Service {
   sshPort: number | undefined;
   /** The SSH host key's fingerprint (`SHA256:…`), when the agent listener runs. */
   sshHostKeyFingerprint: string | undefined;
+  /** Where ngrok's agents and SDKs connect over TLS (AGENT_PORT), when that listener runs. */
+  agentPort: number | undefined;
   /** Where the edge serves HTTP for agents' hostnames (EDGE_HTTP_PORT), when it runs. */
   edgePort: number | undefined;
   /** Where the edge serves HTTPS, certificates chosen by SNI (EDGE_HTTPS_PORT), when it runs. */
@@ -125,8 +129,9 @@ export async function startService(
     // One cache of IP restrictions: a change through the API applies at once to agents and edge.
     const ipRestrictions = createIpRestrictions(db, config.ipRestrictionCacheTtlMs);
     let dns: AuthoritativeDns | undefined;
+    // The edge's HTTPS listener and the ngrok agent listener choose certificates the same way.
     const sni =
-      config.edgeHttpsPort === undefined
+      config.edgeHttpsPort === undefined && config.agentPort === undefined
         ? undefined
         : createSniCertificates({ db, keyring, ttlMs: config.edgeCertCacheMs });
     const policies = createEndpointPolicies({ db, ttlMs: config.edgePolicyCacheMs });
@@ -178,7 +183,7 @@ export async function startService(
         : await buildGrpcApp({ config, pipeline, metrics, logger, connectionLimits });
     const grpcUrl = await grpcApp?.listen({ host: config.host, port: config.grpcPort });
     let closing: Promise<void> | undefined;
-    const { listener, edge, publisher, relay } = agents;
+    const { listener, ngrok, edge, publisher, relay } = agents;
     return {
       app,
       db,
@@ -192,6 +197,7 @@ export async function startService(
       firstKey,
       sshPort: listener?.port,
       sshHostKeyFingerprint: listener?.hostKeyFingerprint,
+      agentPort: ngrok?.port,
       edgePort: edge?.port,
       edgeHttpsPort: edge?.httpsPort,
       sessions,
@@ -202,7 +208,7 @@ export async function startService(
             edge?.close(config.shutdownTimeoutMs / 2),
             relay?.close(config.shutdownTimeoutMs / 2),
           ]);
-          await listener?.close();
+          await Promise.all([listener?.close(), ngrok?.close()]);
           sessions.close();
           // TCP connections cut with their sessions: their events too are durable before exit.
           await publisher.drain();
@@ -220,6 +226,7 @@ export async function startService(
     registry?.close();
     await agents?.edge?.close(0);
     await agents?.listener?.close();
+    await agents?.ngrok?.close();
     await pipeline?.close();
     await db.close();
     throw error;
@@ -255,6 +262,7 @@ async function startAgents(
   },
 ): Promise<{
   listener?: AgentListener;
+  ngrok?: NgrokListener;
   edge?: Edge;
   relay?: RelayListener;
   publisher: EdgePublisher;
@@ -284,7 +292,29 @@ async function startAgents(
           metrics,
           connectionLimits,
         });
+  let ngrok: NgrokListener | undefined;
   try {
+    ngrok =
+      config.agentPort === undefined || sni === undefined
+        ? undefined
+        : await startNgrokListener({
+            config,
+            db,
+            logger,
+            registry: sessions,
+            certificates: await agentCertificates({
+              sni,
+              serviceDomain: config.serviceDomain,
+              certFile: config.agentTlsCertFile,
+              keyFile: config.agentTlsKeyFile,
+              dataDir: config.dataDir,
+              logger,
+            }),
+            kick,
+            ipAllowed,
+            openTcp,
+            connectionLimits,
+          });
     const relayClient = createRelayClient({
       db,
       auth: relayAuth,
@@ -292,7 +322,7 @@ async function startAgents(
       ownerId: sessions.owner.id,
     });
     const edge =
-      config.edgeHttpPort === undefined && sni === undefined
+      config.edgeHttpPort === undefined && config.edgeHttpsPort === undefined
         ? undefined
         : await startEdge({
             config,
@@ -300,7 +330,7 @@ async function startAgents(
             registry: sessions,
             publisher,
             endpointIp,
-            sni,
+            sni: config.edgeHttpsPort === undefined ? undefined : sni,
             relay: relayClient,
             connectionLimits,
             policies,
@@ -325,9 +355,10 @@ async function startAgents(
       const dropped = await sessions.dropPredecessors();
       if (dropped > 0) logger.info({ sessions: dropped }, "a previous process's sessions dropped");
     }
-    return { listener, edge, publisher, relay };
+    return { listener, ngrok, edge, publisher, relay };
   } catch (error) {
     await listener?.close();
+    await ngrok?.close();
     throw error;
   }
 }

@@ -22,7 +22,14 @@ export async function startNode(
   const child = spawn(process.execPath, [...nodeArgs, script], {
     cwd: ROOT,
     // Random agent and edge ports unless a bench asks for its own: benches may run side by side.
-    env: { ...process.env, SSH_PORT: '0', EDGE_HTTP_PORT: '0', EDGE_HTTPS_PORT: '0', ...env },
+    env: {
+      ...process.env,
+      SSH_PORT: '0',
+      AGENT_PORT: '0',
+      EDGE_HTTP_PORT: '0',
+      EDGE_HTTPS_PORT: '0',
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';

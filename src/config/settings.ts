@@ -332,6 +332,26 @@ export const SETTINGS = {
     meaning:
       'Port agents connect to over SSH (`ssh -R`); the host key is DATA_DIR/ssh_host_ed25519_key (0600, made on the first start).',
   },
+  agentPort: {
+    env: 'AGENT_PORT',
+    planes: ['agent'],
+    kind: switchablePort(4443),
+    meaning:
+      "Port ngrok's own agents and SDKs connect to over TLS (their server_addr / connect_url; 443 in production), see docs/agents.md.",
+  },
+  agentTlsCertFile: {
+    env: 'AGENT_TLS_CERT_FILE',
+    planes: ['agent'],
+    kind: optional({ accepts: 'a PEM file', note: 'one made into DATA_DIR/agent-tls/' }),
+    meaning:
+      "The certificate (with AGENT_TLS_KEY_FILE) the agent listener presents for connect.<SERVICE_DOMAIN>, where unset a local CA's made into DATA_DIR/agent-tls/ serves (an Agent Ingress's names get its managed certificate).",
+  },
+  agentTlsKeyFile: {
+    env: 'AGENT_TLS_KEY_FILE',
+    planes: ['agent'],
+    kind: optional({ accepts: 'a PEM file', note: 'none' }),
+    meaning: 'The private key of AGENT_TLS_CERT_FILE (PEM).',
+  },
   sshLoginGraceMs: {
     env: 'SSH_LOGIN_GRACE_MS',
     planes: ['agent'],

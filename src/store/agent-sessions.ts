@@ -17,6 +17,12 @@ export interface SessionRow {
   agent_version: string;
   region: string;
   started_at: Date;
+  os: string;
+  arch: string;
+  hostname: string;
+  metadata: string;
+  user_agent: string;
+  transport: string;
 }
 
 /** A session to record: its row without the lease. */

@@ -118,7 +118,12 @@ describe('the service as a process', () => {
 
   it('`npm start` passes SIGTERM on to the service, which shuts down and exits', async () => {
     const port = await freePort();
-    const listeners = { SSH_PORT: 'off', EDGE_HTTP_PORT: 'off', EDGE_HTTPS_PORT: 'off' };
+    const listeners = {
+      SSH_PORT: 'off',
+      AGENT_PORT: 'off',
+      EDGE_HTTP_PORT: 'off',
+      EDGE_HTTPS_PORT: 'off',
+    };
     const env = { PORT: String(port), DATA_DIR: dataDir, LOG_LEVEL: 'info', ...listeners };
     const started = await startProcess(env, ['npm', 'start', '--silent']);
     const servicePid = JSON.parse(started.logs().split('\n')[0]).pid;

@@ -28,6 +28,7 @@ function refusedStart(dataDir: string, env: Record<string, string>) {
     DATA_DIR: dataDir,
     LOG_LEVEL: 'warn',
     SSH_PORT: '0',
+    AGENT_PORT: '0',
     EDGE_HTTP_PORT: '0',
     EDGE_HTTPS_PORT: '0',
     CERT_POLL_MS: '0',

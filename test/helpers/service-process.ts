@@ -95,6 +95,7 @@ export async function startServiceProcess(options: ServiceProcessOptions): Promi
     NODE_COMPILE_CACHE: COMPILE_CACHE,
     // Random ports: processes run in parallel, and the defaults (2222, 8088, 8443) would clash.
     SSH_PORT: '0',
+    AGENT_PORT: '0',
     EDGE_HTTP_PORT: '0',
     EDGE_HTTPS_PORT: '0',
     // No certificate runner: it would ask real resolvers and Let's Encrypt; its tests start one.

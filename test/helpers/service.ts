@@ -24,8 +24,9 @@ export async function startTestService(
     // Suites drive hundreds of requests a second with one key; the rate limit has its own test.
     RATE_LIMIT_PER_SECOND: '100000',
     RATE_LIMIT_BURST: '100000',
-    // Random ports: suites run in parallel, and the defaults (2222, 8088, 8443) would clash.
+    // Random ports: suites run in parallel, and the defaults (2222, 4443, 8088, 8443) would clash.
     SSH_PORT: '0',
+    AGENT_PORT: '0',
     EDGE_HTTP_PORT: '0',
     EDGE_HTTPS_PORT: '0',
     // No certificate runner: it would ask real resolvers and Let's Encrypt; its tests start one.

@@ -34,6 +34,12 @@ function row(account: string, endpoint: string, owner = 'inst_a'): NewSession {
     agent_version: 'SSH-2.0-OpenSSH_9.2',
     region: 'us',
     started_at: new Date(),
+    os: '',
+    arch: '',
+    hostname: '',
+    metadata: endpoint,
+    user_agent: 'SSH-2.0-OpenSSH_9.2',
+    transport: 'ssh',
   };
 }
 

@@ -80,6 +80,7 @@ describe('api IP restrictions', () => {
       BOOTSTRAP_API_KEY: TEST_BOOTSTRAP_KEY,
       // Random agent and edge ports: suites run side by side.
       SSH_PORT: '0',
+      AGENT_PORT: '0',
       EDGE_HTTP_PORT: '0',
       EDGE_HTTPS_PORT: '0',
       ...store.env,

@@ -38,6 +38,7 @@ describe('request logs', () => {
       INGEST_TOKENS: TEST_INGEST_TOKEN,
       // Random agent and edge ports: suites run side by side.
       SSH_PORT: '0',
+      AGENT_PORT: '0',
       EDGE_HTTP_PORT: '0',
       EDGE_HTTPS_PORT: '0',
       ...store.env,

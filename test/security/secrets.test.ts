@@ -110,6 +110,7 @@ describe.each(STORES)('secrets stay secret on $kind', ({ open }) => {
       BATCH_LINGER_MS: '5',
       // Random agent and edge ports: suites run side by side.
       SSH_PORT: '0',
+      AGENT_PORT: '0',
       EDGE_HTTP_PORT: '0',
       EDGE_HTTPS_PORT: '0',
       ...store.env,

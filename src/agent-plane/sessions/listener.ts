@@ -195,6 +195,7 @@ function serveAgent(
     userAgent: peer.userAgent,
     metadata: hostname,
     startedAt: new Date(),
+    transport: 'ssh',
   });
   /** A failed start: its event, then the client is told why and disconnected. */
   const refuse = async (hostname: string, reason: string) => {

@@ -75,9 +75,16 @@ function rowOf(session: LiveSession, owner: { id: string; url: string }): Sessio
     credential_id: facts.credential.id,
     credential_kind: facts.credential.kind,
     agent_ip: facts.agentIp,
-    agent_version: facts.userAgent,
+    // An SSH client's version string is all it says of its version.
+    agent_version: facts.agent?.version ?? facts.userAgent,
     region: facts.region,
     started_at: facts.startedAt,
+    os: facts.agent?.os ?? '',
+    arch: facts.agent?.arch ?? '',
+    hostname: facts.agent?.hostname ?? '',
+    metadata: facts.metadata,
+    user_agent: facts.userAgent,
+    transport: facts.transport,
   };
 }
 

@@ -19,9 +19,13 @@ export interface SessionFacts {
   ingressHostname: string;
   /** The client's SSH version string, e.g. `SSH-2.0-OpenSSH_9.2p1 Debian-2`. */
   userAgent: string;
-  /** The hostname the agent bound (a session's metadata: agents send none over SSH). */
+  /** The agent's own metadata (ngrok's); over SSH, which has none, the hostname it bound. */
   metadata: string;
   startedAt: Date;
+  /** The protocol the agent came in by. */
+  transport: 'ssh' | 'ngrok';
+  /** What an ngrok agent says of itself (Auth); an SSH client says none of it. */
+  agent?: { os: string; arch: string; version: string; hostname: string };
 }
 
 /** The most characters of agent-given text (its version string, a refused bind address) kept. */
@@ -72,9 +76,9 @@ export function sessionObject(
     user_agent: facts.userAgent,
     metadata: facts.metadata,
     // An SSH client does not say which system it runs on.
-    os: '',
-    arch: '',
-    transport: 'ssh',
+    os: facts.agent?.os ?? '',
+    arch: facts.agent?.arch ?? '',
+    transport: facts.transport,
     started_at: facts.startedAt.toISOString(),
     // SSH sessions do not expire: they last as long as the connection.
     expires_at: '',

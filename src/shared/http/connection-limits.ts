@@ -18,7 +18,15 @@ const LINGER_MS = 1000;
 /** A listener refusing connections says so at most this often (a flood would flood the log). */
 const WARN_EVERY_MS = 60_000;
 
-export type ListenerName = 'api' | 'grpc' | 'edge_http' | 'edge_https' | 'tcp' | 'ssh' | 'dns_tcp';
+export type ListenerName =
+  | 'api'
+  | 'grpc'
+  | 'edge_http'
+  | 'edge_https'
+  | 'tcp'
+  | 'ssh'
+  | 'agent'
+  | 'dns_tcp';
 /** Why a connection was refused when it arrived. */
 export type Refusal = 'max_connections' | 'open_files' | 'max_startups';
 /** Why an accepted connection was closed. */
@@ -70,7 +78,8 @@ export function listenersOf(config: Config): ListenerName[] {
     ['edge_http', config.edgeHttpPort !== undefined],
     ['edge_https', config.edgeHttpsPort !== undefined],
     ['ssh', config.sshPort !== undefined],
-    ['tcp', config.sshPort !== undefined],
+    ['agent', config.agentPort !== undefined],
+    ['tcp', config.sshPort !== undefined || config.agentPort !== undefined],
     ['dns_tcp', config.dnsPort !== undefined],
   ];
   return ['api', ...optional.filter(([, on]) => on).map(([name]) => name)];

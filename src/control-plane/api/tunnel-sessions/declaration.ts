@@ -10,14 +10,20 @@ const TUNNEL_SESSION = {
   properties: {
     id: str,
     uri: str,
-    agent_version: { ...str, description: "the agent's SSH version string" },
+    agent_version: {
+      ...str,
+      description: "the ngrok agent's version, or an SSH client's version string",
+    },
     credential: ref,
     ip: { ...str, description: 'the address the agent connects from' },
-    metadata: { ...str, description: 'the hostname the session serves' },
+    metadata: {
+      ...str,
+      description: "an ngrok agent's metadata; for an SSH session, the hostname it serves",
+    },
     os: str,
     region: str,
     started_at: { ...str, format: 'date-time' },
-    transport: { ...str, description: 'ssh' },
+    transport: { ...str, description: '`ssh` (ssh -R) or `ngrok` (ngrok agents and SDKs)' },
   },
 };
 

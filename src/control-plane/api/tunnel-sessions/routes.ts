@@ -23,11 +23,11 @@ function present(row: SessionRow, publicUrl: string) {
       uri: `${publicUrl}/${row.credential_kind}/${row.credential_id}`,
     },
     ip: row.agent_ip,
-    metadata: row.endpoint,
-    os: '',
+    metadata: row.metadata,
+    os: row.os,
     region: row.region,
     started_at: new Date(row.started_at).toISOString(),
-    transport: 'ssh',
+    transport: row.transport,
   };
 }
 

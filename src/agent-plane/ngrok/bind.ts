@@ -1,0 +1,159 @@
+import type { Config } from '../../config/load.ts';
+import type { Queryable } from '../../store/db.ts';
+import type { AgentCredential } from '../sessions/authenticate.ts';
+import { bindRefusal, sessionRegion, tcpBind } from '../sessions/bind-policy.ts';
+import { type BindRequest, NGROK_ERRORS, NgrokRefusal } from './messages.ts';
+
+// Bind: which endpoint an ngrok agent asks for, checked by the same rules as an SSH bind
+// (bind-policy.ts: names the account's claims cover and no other account's encloses, allowed by
+// the credential's acl; a TCP endpoint on one of the account's reserved addresses). The URL is
+// answered as ngrok does. Endpoint options the service does not apply are refused by name, never
+// ignored; so are `tls` endpoints and TCP without a reserved address, which it does not serve.
+
+/** A granted bind. */
+export interface Binding {
+  proto: 'http' | 'https' | 'tcp';
+  /** The registry's endpoint: the hostname, or the reserved address `host:port`. */
+  endpoint: string;
+  url: string;
+  region: string;
+  /** For TCP: where the endpoint listens. */
+  tcp?: { host: string; port: number };
+}
+
+/** HTTP endpoint options and the value that means "not used" (anything else is a use). */
+const HTTP_OPTIONS_UNUSED: Record<string, unknown> = {
+  Auth: '',
+  Subdomain: '',
+  HostHeaderRewrite: false,
+  ProxyProto: 0,
+};
+/** Options ngrok sends as null when unused. */
+const NULLABLE_OPTIONS = [
+  'BasicAuth',
+  'IPRestriction',
+  'RequestHeaders',
+  'ResponseHeaders',
+  'Compression',
+  'CircuitBreaker',
+  'OAuth',
+  'OIDC',
+  'WebhookVerification',
+  'UserAgentFilter',
+  'TrafficPolicy',
+  'MutualTLSCA',
+  'WebsocketTCPConverter',
+];
+/** Options read here; any other key the agent sets is unknown to this server. */
+const READ_OPTIONS = new Set(['Domain', 'Hostname', 'URL', 'Addr', 'LocalUrlScheme']);
+
+/** The options `opts` uses that this server does not apply. */
+export function unsupportedOptions(opts: Record<string, unknown>): string[] {
+  return Object.entries(opts)
+    .filter(([key, value]) => {
+      if (READ_OPTIONS.has(key) || value === null || value === undefined) return false;
+      if (key in HTTP_OPTIONS_UNUSED) return value !== HTTP_OPTIONS_UNUSED[key];
+      if (NULLABLE_OPTIONS.includes(key)) return true;
+      // Unknown keys: refused unless empty (a newer agent's field it left unset).
+      return value !== '' && value !== false && value !== 0;
+    })
+    .map(([key]) => key);
+}
+
+/** The refusal of a bind policy's reason, with ngrok's code where it has one. */
+function policyRefusal(reason: string): NgrokRefusal {
+  if (/another account/.test(reason)) {
+    return new NgrokRefusal(reason, NGROK_ERRORS.domainOfAnotherAccount);
+  }
+  if (/not a domain of this account/.test(reason)) {
+    return new NgrokRefusal(reason, NGROK_ERRORS.domainNotReserved);
+  }
+  if (/not a reserved address/.test(reason)) {
+    return new NgrokRefusal(reason, NGROK_ERRORS.addressNotReserved);
+  }
+  return new NgrokRefusal(reason);
+}
+
+/** The hostname an HTTP bind asks for: Domain (Rust, JS), Hostname, or URL's host (Go). */
+function requestedHost(opts: Record<string, unknown>): string {
+  for (const key of ['Domain', 'Hostname']) {
+    if (typeof opts[key] === 'string' && opts[key] !== '')
+      return (opts[key] as string).toLowerCase();
+  }
+  if (typeof opts.URL === 'string' && opts.URL !== '') {
+    const url = URL.parse(opts.URL.includes('://') ? opts.URL : `https://${opts.URL}`);
+    return url?.hostname.toLowerCase() ?? '';
+  }
+  return '';
+}
+
+/** Checks `request` for `credential`; the binding, or an NgrokRefusal. */
+export async function checkBind(
+  db: Queryable,
+  config: Config,
+  credential: AgentCredential,
+  request: BindRequest,
+): Promise<Binding> {
+  const proto = request.Proto ?? '';
+  const opts = request.Opts ?? {};
+  const unsupported = unsupportedOptions(opts);
+  if (unsupported.length > 0) {
+    throw new NgrokRefusal(
+      `this server does not apply the endpoint option${unsupported.length > 1 ? 's' : ''} ${unsupported.join(', ')}: remove ${unsupported.length > 1 ? 'them' : 'it'} from the listener`,
+    );
+  }
+  if (proto === 'http' || proto === 'https') return httpBind(db, config, credential, proto, opts);
+  if (proto === 'tcp') return tcpEndpointBind(db, config, credential, opts);
+  if (proto === 'tls') {
+    throw new NgrokRefusal(
+      'this server does not serve TLS endpoints yet: bind an HTTPS or TCP one',
+    );
+  }
+  throw new NgrokRefusal(`"${proto}" is not an endpoint protocol: use http, https or tcp`);
+}
+
+async function httpBind(
+  db: Queryable,
+  config: Config,
+  credential: AgentCredential,
+  proto: 'http' | 'https',
+  opts: Record<string, unknown>,
+): Promise<Binding> {
+  const hostname = requestedHost(opts);
+  if (hostname === '') {
+    throw new NgrokRefusal(
+      'name the endpoint\'s domain (forward({ domain: "app.<your ingress domain>" }) or --url): this server assigns no random names',
+      NGROK_ERRORS.domainNotReserved,
+    );
+  }
+  const refusal = await bindRefusal(db, config, credential, hostname);
+  if (refusal !== undefined) throw policyRefusal(refusal);
+  const region = await sessionRegion(db, credential.accountId, hostname, config.regions);
+  return { proto, endpoint: hostname, url: `${proto}://${hostname}`, region };
+}
+
+async function tcpEndpointBind(
+  db: Queryable,
+  config: Config,
+  credential: AgentCredential,
+  opts: Record<string, unknown>,
+): Promise<Binding> {
+  const addr = typeof opts.Addr === 'string' ? opts.Addr.replace(/^tcp:\/\//, '') : '';
+  const match = /^(.*):(\d{1,5})$/.exec(addr);
+  if (match === null) {
+    throw new NgrokRefusal(
+      'name a reserved TCP address (forward({ proto: "tcp", remote_addr: "<host>:<port>" })): this server assigns no random ports',
+      NGROK_ERRORS.addressNotReserved,
+    );
+  }
+  const bound = await tcpBind(db, credential, match[1], Number(match[2]));
+  if ('refusal' in bound) throw policyRefusal(bound.refusal);
+  const region = await sessionRegion(db, credential.accountId, bound.addr, config.regions);
+  return {
+    proto: 'tcp',
+    endpoint: bound.addr,
+    url: `tcp://${bound.addr}`,
+    region,
+    tcp: { host: bound.host, port: Number(match[2]) },
+  };
+}

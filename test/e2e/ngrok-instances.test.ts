@@ -1,0 +1,135 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import ngrok from '@ngrok/ngrok';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { storeIssuedCertificate } from '../../src/control-plane/certs/store-certificate.ts';
+import type { Service } from '../../src/service.ts';
+import { mapToLoopback } from '../helpers/etc-hosts.ts';
+import { freePort } from '../helpers/free-port.ts';
+import { CA_EXTENSIONS, OpensslPki } from '../helpers/openssl-pki.ts';
+import { apiClient, startTestService, TEST_BOOTSTRAP_KEY } from '../helpers/service.ts';
+import { postgresStore, type TestStore } from '../helpers/stores.ts';
+import { startEchoServer } from './agents-helpers.ts';
+
+// Two instances on one PostgreSQL store: the ngrok SDK connects to A; a client reaches its
+// endpoint through B's edge, which relays to A (INTERNAL_URL) as it does for SSH sessions, and B
+// refuses the same name to a second agent.
+
+const INGRESS = 'ngrok-inst-e2e.example.net';
+const DIALLED = `us.${INGRESS}`;
+const APP = `app.us.${INGRESS}`;
+
+async function curlEdge(port: number, host: string) {
+  const { stdout } = await promisify(execFile)(
+    'curl',
+    ['-sS', '-i', '-H', `Host: ${host}`, `http://127.0.0.1:${port}/via`],
+    { encoding: 'utf8', timeout: 20_000 },
+  );
+  return {
+    status: Number(stdout.split(' ')[1]),
+    body: stdout.slice(stdout.indexOf('\r\n\r\n') + 4),
+  };
+}
+
+describe('an ngrok agent on one instance, a client through another (PostgreSQL)', () => {
+  let store: TestStore;
+  let a: Service;
+  let b: Service;
+  let echo: Awaited<ReturnType<typeof startEchoServer>>;
+  let unmap: () => void = () => {};
+  const pki = new OpensslPki();
+  const dirs: string[] = [];
+  let caPem: string;
+  let authtoken: string;
+
+  async function instance(): Promise<Service> {
+    const dir = mkdtempSync(join(tmpdir(), 'agin-ngrok-inst-'));
+    dirs.push(dir);
+    return startTestService(store, {
+      DATA_DIR: dir,
+      REGIONS: 'us,eu',
+      INTERNAL_URL: `http://127.0.0.1:${await freePort()}`,
+    });
+  }
+
+  beforeAll(async () => {
+    store = await postgresStore();
+    a = await instance();
+    b = await instance();
+    const api = apiClient(a.url, TEST_BOOTSTRAP_KEY);
+    const accountId = (await api('GET', '/account')).body.id;
+    expect((await api('POST', '/agent_ingresses', { domain: INGRESS })).status).toBe(201);
+    const ca = pki.selfSigned('ca', {
+      subject: '/CN=ngrok instances CA',
+      extensions: CA_EXTENSIONS,
+    });
+    caPem = ca.cert;
+    const names = [INGRESS, `us.${INGRESS}`, `*.us.${INGRESS}`];
+    const issued = pki.issue('ingress', ca, {
+      key: 'ecdsa',
+      subject: `/CN=${INGRESS}`,
+      extensions: [
+        'basicConstraints=critical,CA:FALSE',
+        'extendedKeyUsage=serverAuth',
+        `subjectAltName=${names.map((n) => `DNS:${n}`).join(',')}`,
+      ],
+    });
+    await a.db.transaction(async (tx) => {
+      const row = await storeIssuedCertificate(
+        tx,
+        { accountId, certificatePem: issued.cert, privateKeyPem: issued.key, issuedAt: new Date() },
+        { keyring: a.keyring, publicUrl: a.url },
+      );
+      await tx.query('UPDATE agent_ingresses SET certificate_id = $1 WHERE domain = $2', [
+        row.id,
+        INGRESS,
+      ]);
+    });
+    authtoken = (await api('POST', '/credentials', {})).body.token;
+    echo = await startEchoServer();
+    unmap = mapToLoopback([DIALLED]);
+  });
+  afterAll(async () => {
+    await Promise.race([ngrok.kill().catch(() => {}), new Promise((r) => setTimeout(r, 5_000))]);
+    unmap();
+    echo?.server.close();
+    await b?.close();
+    await a?.close();
+    await store?.cleanup();
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+    pki.close();
+  });
+
+  it("serves the agent on A through B's edge, and refuses its name to an agent on B", async () => {
+    const listener = await ngrok.forward({
+      addr: echo.port,
+      authtoken,
+      server_addr: `${DIALLED}:${a.agentPort}`,
+      session_ca_cert: caPem,
+      domain: APP,
+      force_new_session: true,
+    });
+    expect(listener.url()).toBe(`https://${APP}`);
+    const through = await curlEdge(b.edgePort!, APP);
+    expect(through.status).toBe(200);
+    expect(JSON.parse(through.body)).toMatchObject({ url: '/via', host: APP });
+    const second = await ngrok
+      .forward({
+        addr: echo.port,
+        authtoken,
+        server_addr: `${DIALLED}:${b.agentPort}`,
+        session_ca_cert: caPem,
+        domain: APP,
+        force_new_session: true,
+      })
+      .then(
+        () => undefined,
+        (error: Error & { errorCode?: string }) => error,
+      );
+    expect(second?.message).toMatch(/already bound by session ts_/);
+    expect(second?.errorCode).toBe('ERR_NGROK_334');
+  });
+});

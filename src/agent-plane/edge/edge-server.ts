@@ -341,8 +341,8 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
     const limits = deps.connectionLimits;
     capServer(server, limits.listener(name), (socket, why) =>
       name === 'edge_http'
-        ? limits.turnAway(socket, tooManyConnections(why, limits.perListener), 'after-data')
-        : limits.turnAway(socket),
+        ? limits.turnAway(name, socket, tooManyConnections(why, limits.perListener), 'after-data')
+        : limits.turnAway(name, socket),
     );
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);

@@ -5,9 +5,7 @@ import { openStore } from '../../store/index.ts';
 import { StoreInUseError } from '../../store/store-lock.ts';
 import { mintApiKey } from '../api/api-keys/mint.ts';
 import { runApi } from './api-command.ts';
-
-// Like the service: the store files this may create are for their own user (0600, dirs 0700).
-process.umask(0o077);
+import { type CliIo, processIo } from './io.ts';
 
 const USAGE = `usage:
   npm run cli -- create-key --account <ac_id> [--description <text>]   mint another API key for an account
@@ -27,8 +25,8 @@ const EX_DATAERR = 65;
 const EX_TEMPFAIL = 75;
 
 /** Administrative commands that run against the store directly (no API key needed). */
-async function main(argv: string[]): Promise<number> {
-  if (argv[0] === 'api') return runApi(argv.slice(1));
+async function commands(argv: string[], io: CliIo): Promise<number> {
+  if (argv[0] === 'api') return runApi(argv.slice(1), io);
   const { positionals, values } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -40,21 +38,21 @@ async function main(argv: string[]): Promise<number> {
   });
   const command = positionals[0];
   if (values.help || command === 'help') {
-    process.stdout.write(`${USAGE}\n`);
+    io.out(`${USAGE}\n`);
     return 0;
   }
   if (command !== 'create-key' && command !== 'create-account') {
-    process.stderr.write(`${USAGE}\n`);
+    io.err(`${USAGE}\n`);
     return EX_USAGE;
   }
-  const config = loadConfig();
+  const config = loadConfig(io.env);
   const db = await openStore(config);
   try {
     let accountId = values.account;
     if (command === 'create-account') {
       accountId = await createAccount(db);
     } else if (accountId === undefined || !(await accountExists(db, accountId))) {
-      process.stderr.write(`create-key: --account must name an existing account\n`);
+      io.err(`create-key: --account must name an existing account\n`);
       return EX_DATAERR;
     }
     const key = await mintApiKey(
@@ -63,17 +61,20 @@ async function main(argv: string[]): Promise<number> {
       null,
       config.publicUrl,
     );
-    process.stdout.write(`account ${accountId}\napi key ${key.id}\ntoken   ${key.token}\n`);
+    io.out(`account ${accountId}\napi key ${key.id}\ntoken   ${key.token}\n`);
     return 0;
   } finally {
     await db.close();
   }
 }
 
-try {
-  process.exitCode = await main(process.argv.slice(2));
-} catch (error) {
-  const known = error instanceof ConfigError || error instanceof StoreInUseError;
-  process.stderr.write(`${known ? error.message : String(error)}\n`);
-  process.exitCode = error instanceof StoreInUseError ? EX_TEMPFAIL : 1;
+/** Runs `npm run cli -- …argv` (argv after the script) and returns its exit status. */
+export async function runCli(argv: string[], io: CliIo = processIo): Promise<number> {
+  try {
+    return await commands(argv, io);
+  } catch (error) {
+    const known = error instanceof ConfigError || error instanceof StoreInUseError;
+    io.err(`${known ? error.message : String(error)}\n`);
+    return error instanceof StoreInUseError ? EX_TEMPFAIL : 1;
+  }
 }

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import {
+  chmodSync,
   cpSync,
   existsSync,
   mkdirSync,
@@ -68,11 +69,14 @@ export async function ensureMigratedStore(): Promise<string> {
 
 /**
  * Copies the migrated store to `dataDir/store`; false (nothing copied) when globalSetup has not
- * made it, e.g. for another checkout's code (SERVICE_ROOT).
+ * made it, or `dataDir` does not exist yet.
  */
 export function seedTestStore(dataDir: string): boolean {
   const dir = migratedStoreDir();
-  if (!existsSync(dir)) return false;
+  // A DATA_DIR the service is to create (and make 0700) is left to it.
+  if (!existsSync(dir) || !existsSync(dataDir)) return false;
   cpSync(dir, join(dataDir, 'store'), { recursive: true });
+  // As the service keeps its store: for its own user only.
+  chmodSync(join(dataDir, 'store'), 0o700);
   return true;
 }

@@ -174,7 +174,7 @@ export async function buildGrpcApp(
   }) as unknown as FastifyInstance;
   // No HTTP/1.1 answer is possible before an HTTP/2 session: connections beyond are closed.
   const limits = deps.connectionLimits;
-  capServer(app.server, limits.listener('grpc'), (socket) => limits.turnAway(socket));
+  capServer(app.server, limits.listener('grpc'), (socket) => limits.turnAway('grpc', socket));
   installErrorHandlers(app);
   await app.register(ingestPlugin, ingestOptions(deps));
   return app;

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import type { PGlite } from '@electric-sql/pglite';
 import { ConfigError } from '../config/load.ts';
 import { restrictTree } from '../shared/files/data-dir.ts';
+import { seedFromTemplate, templateArchive } from './pglite-template.ts';
 import { lockStore } from './store-lock.ts';
 
 /** The rows a query returns, whichever engine ran it. */
@@ -42,6 +43,7 @@ export function isUniqueViolation(error: unknown): boolean {
 /**
  * Opens PGlite under `dataDir/store` (or in memory when dataDir is null), holding the store's
  * lock (`dataDir/store.lock`) until close: throws StoreInUseError while another process has it.
+ * A new store is unpacked from the PGlite version's template (pglite-template.ts).
  */
 export async function openPglite(dataDir: string | null): Promise<Db> {
   // Each engine's library loads only when it is the one configured (a faster start).
@@ -58,7 +60,16 @@ export async function openPglite(dataDir: string | null): Promise<Db> {
       ...PGlite.defaultStartParams,
       ...PGLITE_SETTINGS.flatMap((setting) => ['-c', setting]),
     ];
-    db = new PGlite(dir, { startParams });
+    // A new store starts from the version's pre-initialised cluster instead of initdb: unpacked
+    // into an empty directory, or loaded by PGlite itself in memory.
+    const memoryTemplate = dir === undefined ? templateArchive() : undefined;
+    if (dir !== undefined) seedFromTemplate(dir);
+    // Options in one object: `new PGlite(undefined, options)` ignores them.
+    db = new PGlite({
+      dataDir: dir,
+      startParams,
+      loadDataDir: memoryTemplate && new Blob([memoryTemplate], { type: 'application/x-gzip' }),
+    });
     await db.waitReady;
     await restrict();
   } catch (error) {

@@ -4,13 +4,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RESOURCES } from '../../src/control-plane/api/resource-list.ts';
 import type { Resource } from '../../src/control-plane/api/resource-types.ts';
 import type { Service } from '../../src/service.ts';
+import { runCliHere } from '../helpers/cli-here.ts';
 import { type ProcessRun, runProcess } from '../helpers/run-process.ts';
 import { startTestService, TEST_BOOTSTRAP_KEY } from '../helpers/service.ts';
 import { SERVICE_DIR } from '../helpers/service-process.ts';
 import { pgliteStore, type TestStore } from '../helpers/stores.ts';
 
-// `npm run cli -- api …` (node src/control-plane/cli/main.ts api …) as a real process against a real service:
-// every declared resource's operations, paging, tables, the extra routes and the errors.
+// `npm run cli -- api …` against a real service: every declared resource's operations, paging,
+// tables, the extra routes and the errors. Most commands run in this process (runCliHere: the
+// CLI's own runCli, its output captured); the README's commands and a few others run as real
+// processes (`npm run cli`, `node src/control-plane/cli/main.ts`), as a user runs them.
 
 let service: Service;
 let store: TestStore;
@@ -27,13 +30,30 @@ function readmeCommands(): string[] {
     .map((line) => line.replace(/\s+# .*$/, ''));
 }
 
-/** Runs `node src/control-plane/cli/main.ts api …args` with the service's URL and key in the environment. */
+/** The service's URL and key, as the CLI reads them from the environment. */
+const targetEnv = () => ({
+  AGENT_INGRESS_URL: service.url,
+  AGENT_INGRESS_API_KEY: TEST_BOOTSTRAP_KEY,
+});
+
+/** Runs `cli api …args` (in this process) with the service's URL and key in the environment. */
 function api(args: string[], env: Record<string, string> = {}): Promise<ProcessRun> {
+  return runCliHere(['api', ...args], { ...targetEnv(), ...env });
+}
+
+/** The same as a process of its own: `node src/control-plane/cli/main.ts api …args`. */
+function apiProcess(args: string[], env: Record<string, string> = {}): Promise<ProcessRun> {
   return runProcess(process.execPath, ['src/control-plane/cli/main.ts', 'api', ...args], {
-    AGENT_INGRESS_URL: service.url,
-    AGENT_INGRESS_API_KEY: TEST_BOOTSTRAP_KEY,
+    ...targetEnv(),
     ...env,
   });
+}
+
+/** The words bash makes of a command line (its quoting and escapes), without running it. */
+async function shellWords(line: string): Promise<string[]> {
+  const run = await runProcess('bash', ['-c', `set -- ${line}; printf '%s\\0' "$@"`]);
+  expect(run.code, run.stderr).toBe(0);
+  return run.stdout.split('\0').slice(0, -1);
 }
 
 /** Runs a command that must succeed and returns its JSON output. */
@@ -257,16 +277,17 @@ describe('cli api', () => {
       ).id;
     }
     ids.AGIN_ID = (await ok(['agent_ingresses', 'create', '--domain', 'readme.example.com'])).id;
-    for (const command of commands) {
+    for (const [n, command] of commands.entries()) {
       if (command.includes('<ESB_ID>')) {
         const listed = await ok(['event_subscriptions', 'list']);
         ids.ESB_ID = listed.event_subscriptions[0].id;
       }
       const line = command.replace(/<(\w+)>/g, (_match, name: string) => ids[name]);
-      const { code, stderr } = await runProcess('bash', ['-c', line], {
-        AGENT_INGRESS_URL: service.url,
-        AGENT_INGRESS_API_KEY: TEST_BOOTSTRAP_KEY,
-      });
+      // The first as a shell runs it; the others' words as the shell splits them, run here.
+      const words = n === 0 ? [] : await shellWords(line);
+      if (n > 0) expect(words.slice(0, 5)).toEqual(['npm', 'run', 'cli', '--', 'api']);
+      const { code, stderr } =
+        n === 0 ? await runProcess('bash', ['-c', line], targetEnv()) : await api(words.slice(5));
       expect(code, `${line}\n${stderr}`).toBe(0);
     }
   });
@@ -316,6 +337,25 @@ describe('cli api', () => {
       expect(run.stdout).toBe('');
       expect(run.stderr).toMatch(/error: /);
     }
+  });
+
+  it('prints and exits as a process of its own as it does here: 0, 1, 64, 69, 78', async () => {
+    const cases: [string[], Record<string, string>][] = [
+      [['account', 'get'], {}],
+      [['--help'], {}],
+      [['api_keys', 'get', 'ak_doesnotexist'], {}],
+      [['api_keys', 'frobnicate'], {}],
+      [['api_keys', 'list'], { AGENT_INGRESS_URL: 'http://127.0.0.1:9' }],
+      [['api_keys', 'list'], { AGENT_INGRESS_API_KEY: '' }],
+    ];
+    // Operation ids differ from one request to the next.
+    const same = ({ code, stdout, stderr }: ProcessRun) =>
+      JSON.stringify({ code, stdout, stderr }).replace(/op_[a-z0-9]+/g, 'op_');
+    const processes = await Promise.all(cases.map(([args, env]) => apiProcess(args, env)));
+    for (const [n, [args, env]] of cases.entries()) {
+      expect(same(processes[n]), args.join(' ')).toBe(same(await api(args, env)));
+    }
+    expect(processes.map((run) => run.code)).toEqual([0, 0, 1, 64, 69, 78]);
   });
 
   it('exits 78 without AGENT_INGRESS_API_KEY and 69 when the service is unreachable', async () => {

@@ -2,20 +2,21 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { runCliHere } from '../helpers/cli-here.ts';
 import { type ProcessRun, runProcess } from '../helpers/run-process.ts';
 import { apiClient } from '../helpers/service.ts';
 import { type ServiceProcess, startServiceProcess } from '../helpers/service-process.ts';
 
-// `npm run cli` (node src/control-plane/cli/main.ts) as a real process, beside a real service process on the same
-// embedded store and on a stopped one.
+// `npm run cli` beside a real service process on the same embedded store and on a stopped one:
+// the commands run in this process (runCliHere), `--help` also as a process of its own
+// (node src/control-plane/cli/main.ts).
 
-/** Runs the CLI with the embedded store under `dataDir` (DATABASE_URL unset). */
+/** The CLI's environment for the embedded store under `dataDir` (DATABASE_URL unset). */
+const storeEnv = (dataDir: string) => ({ DATA_DIR: dataDir, DATABASE_URL: '', LOG_LEVEL: 'warn' });
+
+/** Runs the CLI here with the embedded store under `dataDir`. */
 function runCli(args: string[], dataDir: string): Promise<ProcessRun> {
-  return runProcess(process.execPath, ['src/control-plane/cli/main.ts', ...args], {
-    DATA_DIR: dataDir,
-    DATABASE_URL: '',
-    LOG_LEVEL: 'warn',
-  });
+  return runCliHere(args, storeEnv(dataDir));
 }
 
 const TOKEN = /token {3}(aik_[A-Za-z0-9_-]+)/;
@@ -45,6 +46,16 @@ describe('the CLI', () => {
     expect(run).toMatchObject({ code: 0, stderr: '' });
     expect(run.stdout).toContain('create-key --account');
     expect(run.stdout).toContain('create-account');
+  });
+
+  it('prints the same usage as a process of its own', async () => {
+    const dir = dataDir();
+    const run = await runProcess(
+      process.execPath,
+      ['src/control-plane/cli/main.ts', '--help'],
+      storeEnv(dir),
+    );
+    expect(run).toEqual(await runCli(['--help'], dir));
   });
 
   it('refuses to touch the embedded store of a running service, printing no token', async () => {

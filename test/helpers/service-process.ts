@@ -5,6 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { freePort } from './free-port.ts';
 import { TEST_INGEST_TOKEN } from './ingest-client.ts';
 import { type ApiClient, apiClient } from './service.ts';
+import { seedTestStore } from './store-template.ts';
 
 // The service as a real process (`node src/main.ts`, what `npm start` runs), for tests that need
 // signals: SIGTERM drain, SIGKILL and restart on the same DATA_DIR and port.
@@ -44,6 +45,11 @@ export interface ServiceProcessOptions {
   nodeArgs?: string[];
   /** The process's open-file limit (RLIMIT_NOFILE, soft and hard), as `ulimit -n` would set it. */
   openFiles?: number;
+  /**
+   * An empty DATA_DIR gets the tests' migrated store (store-template.ts) unless this is false:
+   * the service's own first start (its template, initdb, migrations) is what the test is about.
+   */
+  seedStore?: boolean;
 }
 
 /** A running (or exited) service process. */
@@ -81,6 +87,10 @@ export async function startServiceProcess(options: ServiceProcessOptions): Promi
   const port = options.port ?? (await freePort());
   // An empty embedded store: this start creates the account and says so on stderr.
   const firstStart = !options.env?.DATABASE_URL && !existsSync(join(options.dataDir, 'store'));
+  // Another checkout's code (SERVICE_ROOT) may not know the migrations: it makes its own store.
+  if (firstStart && options.seedStore !== false && process.env.SERVICE_ROOT === undefined) {
+    seedTestStore(options.dataDir);
+  }
   const resolved = { ...options, port };
   const env = {
     ...process.env,

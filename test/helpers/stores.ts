@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
+import { seedTestStore } from './store-template.ts';
 
 /** Where a test's store lives: the env variables that point the service at it, and cleanup. */
 export interface TestStore {
@@ -15,9 +16,10 @@ export interface TestStore {
 export const POSTGRES_ADMIN_URL =
   process.env.POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
-/** A fresh data dir for the embedded PGlite store. */
+/** A fresh data dir for the embedded PGlite store: a new, migrated store (store-template.ts). */
 export async function pgliteStore(): Promise<TestStore> {
   const dir = mkdtempSync(join(tmpdir(), 'agin-pglite-'));
+  seedTestStore(dir);
   return {
     kind: 'pglite',
     env: { DATA_DIR: dir },

@@ -36,8 +36,8 @@ export function edgeListeners(deps: {
       const { limits } = deps;
       capServer(server, limits.listener(name), (socket, why) =>
         name === 'edge_http'
-          ? limits.turnAway(socket, tooManyConnections(why, limits.perListener), 'after-data')
-          : limits.turnAway(socket),
+          ? limits.turnAway(name, socket, tooManyConnections(why, limits.perListener), 'after-data')
+          : limits.turnAway(name, socket),
       );
       await new Promise<void>((resolve, reject) => {
         server.once('error', reject);

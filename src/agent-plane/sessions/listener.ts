@@ -109,7 +109,11 @@ export async function startAgentListener(deps: AgentListenerDeps): Promise<Agent
     const refusal = logins.refusesStartup() ? 'max_startups' : limit.admit(socket);
     if (refusal !== undefined) {
       const reason = refusalReason(refusal, limits.perListener);
-      limits.turnAway(socket, refusalBytes(IDENT, DISCONNECT_CODES.tooManyConnections, reason));
+      limits.turnAway(
+        'ssh',
+        socket,
+        refusalBytes(IDENT, DISCONNECT_CODES.tooManyConnections, reason),
+      );
       return;
     }
     const key = `${socket.remoteAddress}:${socket.remotePort}`;

@@ -3,6 +3,7 @@ import { RESOURCES } from '../api/resource-list.ts';
 import type { ExtraRoute, JsonSchema, Resource } from '../api/resource-types.ts';
 import { TOP_LEVEL_ROUTES } from '../api/resources.ts';
 import { type Call, CliFailure, perform, render, targetFromEnv } from './api-http.ts';
+import type { CliIo } from './io.ts';
 
 // `cli api <resource> <operation> …`: one subcommand per declared resource (resources.ts), one
 // per operation, and one option per field the operation takes, typed by the field's schema. No
@@ -131,12 +132,12 @@ function operation(parent: Command, name: string, summary: string, path: string)
 }
 
 /** Runs `call` and prints its answer as `--output` says. */
-function act(command: Command, build: (args: string[], options: Values) => Call): void {
+function act(command: Command, io: CliIo, build: (args: string[], options: Values) => Call): void {
   command.action(async () => {
     const options = command.opts();
     const call = build(command.args, options);
-    const answer = await perform(targetFromEnv(), call);
-    process.stdout.write(render(answer, options.output as 'json' | 'table'));
+    const answer = await perform(targetFromEnv(io.env), call, io.out);
+    io.out(render(answer, options.output as 'json' | 'table'));
   });
 }
 
@@ -160,11 +161,11 @@ function requestFields(route: ExtraRoute) {
 }
 
 /** create, get, list, update, delete and the resource's extra routes. */
-function resourceCommand(resource: Resource): Command {
+function resourceCommand(resource: Resource, io: CliIo): Command {
   const collection = `/${resource.path}`;
   const item = `${collection}/{id}`;
   const { title } = resource;
-  const command = commandNamed(resource.path).description(`${collection}: ${title} objects`);
+  const command = commandNamed(resource.path, io).description(`${collection}: ${title} objects`);
   const dashed = resource.path.replaceAll('_', '-');
   if (dashed !== resource.path) command.alias(dashed);
   const crud: [string, Method, string, string][] = [
@@ -186,7 +187,7 @@ function resourceCommand(resource: Resource): Command {
         .option('--before-id <id>', 'the last id of the previous page')
         .option('--all', 'follow next_page_uri and print every page as one list');
     }
-    act(op, (args, options) => ({
+    act(op, io, (args, options) => ({
       method,
       path: pathOf(args) + (name === 'list' ? listQuery(options) : query(options)),
       body: body?.(options),
@@ -194,26 +195,38 @@ function resourceCommand(resource: Resource): Command {
     }));
   }
   for (const route of resource.extraRoutes ?? []) {
-    extraOperation(command, route.name.replaceAll('.', '-'), route, collection + route.path);
+    extraOperation(command, io, route.name.replaceAll('.', '-'), route, collection + route.path);
   }
   return command;
 }
 
 /** A declared route beyond CRUD as the operation `name` of `parent`. */
-function extraOperation(parent: Command, name: string, route: ExtraRoute, path: string): void {
+function extraOperation(
+  parent: Command,
+  io: CliIo,
+  name: string,
+  route: ExtraRoute,
+  path: string,
+): void {
   const { command, pathOf } = operation(parent, name, route.summary, path);
   const body = route.request === undefined ? undefined : bodyOptions(command, requestFields(route));
   const query = queryOptions(command, route.query);
-  act(command, (args, options) => ({
+  act(command, io, (args, options) => ({
     method: route.method,
     path: pathOf(args) + query(options),
     body: body?.(options),
   }));
 }
 
-/** A command that throws instead of exiting on a usage error; its subcommands inherit that. */
-const commandNamed = (name: string) =>
-  new Command(name).exitOverride().showHelpAfterError('(add --help for usage)');
+/**
+ * A command that throws instead of exiting on a usage error and prints to `io`; its subcommands
+ * inherit both.
+ */
+const commandNamed = (name: string, io: CliIo) =>
+  new Command(name)
+    .exitOverride()
+    .configureOutput({ writeOut: io.out, writeErr: io.err })
+    .showHelpAfterError('(add --help for usage)');
 
 /** `?limit=…&before_id=…` of a list command's options. */
 function listQuery(options: Values): string {
@@ -225,30 +238,30 @@ function listQuery(options: Values): string {
 }
 
 /** The `api` command: every declared resource, and each group of top-level routes. */
-export function apiCommand(): Command {
-  const api = commandNamed('api').description(
+export function apiCommand(io: CliIo): Command {
+  const api = commandNamed('api', io).description(
     'call a running service over HTTP (AGENT_INGRESS_URL, default http://127.0.0.1:8080, ' +
       'with the token in AGENT_INGRESS_API_KEY); prints JSON, or a table with --output table',
   );
-  for (const resource of RESOURCES) api.addCommand(resourceCommand(resource));
+  for (const resource of RESOURCES) api.addCommand(resourceCommand(resource, io));
   const groups = new Map<string, Command>();
   for (const route of TOP_LEVEL_ROUTES) {
     const [group, name] = route.name.split('.');
     if (!groups.has(group)) groups.set(group, api.command(group).description(route.summary));
-    extraOperation(groups.get(group)!, name, route, route.path);
+    extraOperation(groups.get(group)!, io, name, route, route.path);
   }
   return api;
 }
 
 /** Runs `api …` (argv after `api`) and returns its exit status. */
-export async function runApi(argv: string[]): Promise<number> {
+export async function runApi(argv: string[], io: CliIo): Promise<number> {
   try {
-    await apiCommand().parseAsync(argv, { from: 'user' });
+    await apiCommand(io).parseAsync(argv, { from: 'user' });
     return 0;
   } catch (error) {
     if (error instanceof CommanderError) return error.exitCode === 0 ? 0 : EXIT_USAGE;
     if (error instanceof CliFailure) {
-      process.stderr.write(`${error.message}\n`);
+      io.err(`${error.message}\n`);
       return error.exitCode;
     }
     throw error;

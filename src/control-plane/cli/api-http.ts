@@ -44,7 +44,13 @@ export function targetFromEnv(env: NodeJS.ProcessEnv = process.env): Target {
 }
 
 /** Sends one request; an error answer becomes a CliFailure naming its code and operation id. */
-async function send(target: Target, method: string, url: URL, body?: unknown): Promise<unknown> {
+async function send(
+  target: Target,
+  method: string,
+  url: URL,
+  out: (text: string) => void,
+  body?: unknown,
+): Promise<unknown> {
   const headers: Record<string, string> = { authorization: `Bearer ${target.apiKey}` };
   if (body !== undefined) headers['content-type'] = 'application/json';
   let response: Response;
@@ -59,7 +65,7 @@ async function send(target: Target, method: string, url: URL, body?: unknown): P
     throw new CliFailure(`cannot reach ${url.origin}: ${cause}`, EXIT_UNREACHABLE);
   }
   if (response.ok && response.headers.get('content-type')?.startsWith('text/event-stream')) {
-    await printEvents(response.body!);
+    await printEvents(response.body!, out);
     return undefined;
   }
   const text = await response.text();
@@ -71,7 +77,10 @@ async function send(target: Target, method: string, url: URL, body?: unknown): P
  * Prints a stream of Server-Sent Events (a tap) as it arrives, one JSON line per event:
  * `{"event": name, ...data}`, so `| jq` reads it; returns when the service ends it.
  */
-async function printEvents(body: ReadableStream<Uint8Array>): Promise<void> {
+async function printEvents(
+  body: ReadableStream<Uint8Array>,
+  out: (text: string) => void,
+): Promise<void> {
   let buffer = '';
   for await (const chunk of body.pipeThrough(new TextDecoderStream())) {
     buffer += chunk;
@@ -81,7 +90,7 @@ async function printEvents(body: ReadableStream<Uint8Array>): Promise<void> {
       const event = lines.find((line) => line.startsWith('event: '))?.slice(7);
       const data = lines.find((line) => line.startsWith('data: '))?.slice(6);
       if (event === undefined || data === undefined) continue;
-      process.stdout.write(`${JSON.stringify({ event, ...JSON.parse(data) })}\n`);
+      out(`${JSON.stringify({ event, ...JSON.parse(data) })}\n`);
     }
   }
 }
@@ -102,10 +111,14 @@ function describeError(response: Response, text: string): string {
   return lines.join('\n');
 }
 
-/** Performs `call`; with allPages, every page's items under one list key. */
-export async function perform(target: Target, call: Call): Promise<unknown> {
+/** Performs `call`; with allPages, every page's items under one list key. `out` prints a stream. */
+export async function perform(
+  target: Target,
+  call: Call,
+  out: (text: string) => void,
+): Promise<unknown> {
   const base = new URL(target.baseUrl);
-  const first = await send(target, call.method, new URL(call.path, base), call.body);
+  const first = await send(target, call.method, new URL(call.path, base), out, call.body);
   if (call.allPages === undefined) return first;
   const key = call.allPages;
   const answer = first as Record<string, unknown>;
@@ -114,7 +127,7 @@ export async function perform(target: Target, call: Call): Promise<unknown> {
   while (next) {
     // Asked of the service we talk to, whatever public URL it names itself by.
     const { pathname, search } = new URL(next);
-    const page = (await send(target, 'GET', new URL(pathname + search, base))) as Record<
+    const page = (await send(target, 'GET', new URL(pathname + search, base), out)) as Record<
       string,
       unknown
     >;

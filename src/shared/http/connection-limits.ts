@@ -13,6 +13,11 @@ import type { Metrics } from '../metrics.ts';
 export const RESERVED_FILES = 256;
 /** Refused connections that may read their answer at once; beyond, they are closed unanswered. */
 export const LINGERING_MAX = 64;
+/**
+ * Of those, what one listener's may take: as with the connections, a flood of one port (silent
+ * clients an HTTP refusal waits a second for) leaves the other ports' refusals at least half.
+ */
+export const LINGERING_PER_LISTENER = LINGERING_MAX / 2;
 /** How long a refused connection may take to read its answer. */
 const LINGER_MS = 1000;
 /** A listener refusing connections says so at most this often (a flood would flood the log). */
@@ -50,12 +55,18 @@ export interface ConnectionLimits {
   /** A new count for one listener. */
   listener(name: ListenerName): ListenerLimit;
   /**
-   * Ends a refused connection: `answer` is written at once, or after the client's first bytes
-   * (HTTP clients read an answer only once they have sent a request); what the client sends is
-   * read and dropped for a moment so that closing does not reset the answer away. Without an
-   * answer, or with too many refused connections lingering already, it is closed at once.
+   * Ends a connection `listener` refused: `answer` is written at once, or after the client's
+   * first bytes (HTTP clients read an answer only once they have sent a request); what the
+   * client sends is read and dropped for a moment so that closing does not reset the answer
+   * away. Without an answer, or with too many refused connections lingering already (in all, or
+   * of this listener), it is closed at once.
    */
-  turnAway(socket: Socket, answer?: string | Buffer, when?: 'now' | 'after-data'): void;
+  turnAway(
+    listener: ListenerName,
+    socket: Socket,
+    answer?: string | Buffer,
+    when?: 'now' | 'after-data',
+  ): void;
 }
 
 /** The process's open-file limit (soft) on Linux; undefined where it cannot be read. */
@@ -122,6 +133,7 @@ export function createConnectionLimits(options: ConnectionLimitsOptions): Connec
   }
   let held = 0;
   let lingering = 0;
+  const lingeringOf = new Map<ListenerName, number>();
 
   function listener(name: ListenerName): ListenerLimit {
     let own = 0;
@@ -159,16 +171,24 @@ export function createConnectionLimits(options: ConnectionLimitsOptions): Connec
     };
   }
 
-  function turnAway(socket: Socket, answer?: string | Buffer, when: 'now' | 'after-data' = 'now') {
+  function turnAway(
+    listener: ListenerName,
+    socket: Socket,
+    answer?: string | Buffer,
+    when: 'now' | 'after-data' = 'now',
+  ) {
     socket.on('error', () => socket.destroy());
-    if (answer === undefined || lingering >= LINGERING_MAX) {
+    const own = lingeringOf.get(listener) ?? 0;
+    if (answer === undefined || lingering >= LINGERING_MAX || own >= LINGERING_PER_LISTENER) {
       socket.destroy();
       return;
     }
     lingering += 1;
+    lingeringOf.set(listener, own + 1);
     const timer = setTimeout(() => socket.destroy(), LINGER_MS);
     socket.once('close', () => {
       lingering -= 1;
+      lingeringOf.set(listener, (lingeringOf.get(listener) ?? 1) - 1);
       clearTimeout(timer);
     });
     if (when === 'now') socket.end(answer);

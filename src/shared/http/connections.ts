@@ -91,7 +91,7 @@ export function createConnections(
     });
     // Without Node's HTTP parser: the answer goes once the request has started to arrive.
     capServer(server, limits.listener('api'), (socket, why) =>
-      limits.turnAway(socket, tooManyConnections(why, limits.perListener), 'after-data'),
+      limits.turnAway('api', socket, tooManyConnections(why, limits.perListener), 'after-data'),
     );
   }
 

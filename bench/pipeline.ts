@@ -18,9 +18,10 @@ import { median } from './lib/stats.ts';
 // Service CPU per acknowledged event (Connect client → ingest → workers → 10 subscriptions → 2
 // file destinations, acknowledged when fsync'd) against two baselines fed the same payloads: the
 // no-op Connect handler (the same stack, decoding each request with protobuf-es) and the floor
-// (the same HTTP server reading the body and answering without decoding it). The load generator shares the machine's cores, so events/s
-// saturates on the client; the server process's own CPU time (user + system, every thread,
-// from /proc) per event it acknowledged is the measure. Each round rotates which goes first.
+// (the same HTTP server reading the body and answering without decoding it). The load
+// generator shares the machine's cores, so events/s saturates on the client; the server
+// process's own CPU time (user + system, every thread, from /proc) per event it acknowledged
+// is the measure. Each round rotates which goes first.
 // BENCH_PROFILE=<dir>: the service runs under `node --cpu-prof` (workers too) and writes its
 // profiles there on exit (read them with `node bench/profile-stages.ts <dir>`).
 

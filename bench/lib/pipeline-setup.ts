@@ -9,7 +9,8 @@ import { apiClient } from '../../test/helpers/service.ts';
 import { type Child, startNode } from './processes.ts';
 
 // The service as bench:pipeline runs it (`node src/main.ts`, file destinations, the same 10
-// subscriptions), shared by the latency and soak benchmarks; the no-op Connect handler and the floor.
+// subscriptions), shared by the latency and soak benchmarks; the no-op Connect handler and the
+// floor server, its baselines.
 
 export const PUBLISH_PATH = '/agent_ingress.ingest.v0.IngestService/Publish';
 export const INGEST_TOKEN = 'bench-ingest-token-0123456789';

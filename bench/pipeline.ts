@@ -7,6 +7,7 @@ import {
   PUBLISH_PATH,
   publishBodies,
   startBenchService,
+  startFloor,
   startNoop,
 } from './lib/pipeline-setup.ts';
 import { processCpuMs, threadCpuMs } from './lib/process-cpu.ts';
@@ -15,10 +16,12 @@ import { spreadOf } from './lib/spread.ts';
 import { median } from './lib/stats.ts';
 
 // Service CPU per acknowledged event (Connect client → ingest → workers → 10 subscriptions → 2
-// file destinations, acknowledged when fsync'd) against a no-op Connect handler on the same
-// stack fed the same payloads. The load generator shares the machine's cores, so events/s
-// saturates on the client; the server process's own CPU time (user + system, every thread,
-// from /proc) per event it acknowledged is the measure. Rounds alternate which goes first.
+// file destinations, acknowledged when fsync'd) against two baselines fed the same payloads: the
+// no-op Connect handler (the same stack, decoding each request with protobuf-es) and the floor
+// (the same HTTP server reading the body and answering without decoding it). The load
+// generator shares the machine's cores, so events/s saturates on the client; the server
+// process's own CPU time (user + system, every thread, from /proc) per event it acknowledged
+// is the measure. Each round rotates which goes first.
 // BENCH_PROFILE=<dir>: the service runs under `node --cpu-prof` (workers too) and writes its
 // profiles there on exit (read them with `node bench/profile-stages.ts <dir>`).
 
@@ -111,6 +114,7 @@ const service = await startBenchService(
   PROFILE_DIR === undefined ? {} : { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${PROFILE_DIR}` },
 );
 const noop = await startNoop();
+const floor = await startFloor();
 const stopTap = new AbortController();
 try {
   const catchAll = service.subscriptionIds.at(-1)!;
@@ -119,15 +123,16 @@ try {
     : undefined;
   const bodies = publishBodies(service.account, EVENTS_PER_REQUEST);
   const targets = {
+    floor: { url: floor.url, pid: floor.child.process.pid! },
     noop: { url: noop.url, pid: noop.child.process.pid! },
     pipeline: { url: service.url, pid: service.pid },
   };
+  const names = Object.keys(targets) as (keyof typeof targets)[];
   // Warm-up (JIT, file handles, batch sizes) is not counted.
   for (const { url, pid } of Object.values(targets)) await load(url, pid, bodies, WARMUP_S);
-  const rounds = { noop: [] as Round[], pipeline: [] as Round[] };
+  const rounds = { floor: [] as Round[], noop: [] as Round[], pipeline: [] as Round[] };
   for (let round = 0; round < ROUNDS; round++) {
-    const order =
-      round % 2 === 0 ? (['noop', 'pipeline'] as const) : (['pipeline', 'noop'] as const);
+    const order = [...names.slice(round % names.length), ...names.slice(0, round % names.length)];
     for (const which of order) {
       rounds[which].push(await load(targets[which].url, targets[which].pid, bodies, ROUND_S));
     }
@@ -150,7 +155,9 @@ try {
     which: keyof typeof rounds,
     key: 'cpuUsPerEvent' | 'eventsPerSecond' | 'p50' | 'p99',
   ) => median(rounds[which].map((r) => r[key]));
-  const cpuRatios = rounds.pipeline.map((r, i) => r.cpuUsPerEvent / rounds.noop[i].cpuUsPerEvent);
+  /** Per-round CPU ratios of `which` to `to` (the same round's). */
+  const cpuRatios = (which: keyof typeof rounds, to: keyof typeof rounds) =>
+    rounds[which].map((r, i) => r.cpuUsPerEvent / rounds[to][i].cpuUsPerEvent);
   const rateRatios = rounds.pipeline.map(
     (r, i) => r.eventsPerSecond / rounds.noop[i].eventsPerSecond,
   );
@@ -161,7 +168,15 @@ try {
     ['events per request', EVENTS_PER_REQUEST],
     ['request bytes (avg)', Math.round(bodies.reduce((n, b) => n + b.length, 0) / bodies.length)],
     ['connections / rounds × seconds', `${CONNECTIONS} / ${ROUNDS} × ${ROUND_S} s`],
-    ['no-op Connect handler, service CPU µs/event (median)', us(med('noop', 'cpuUsPerEvent'))],
+    [
+      'floor (HTTP server reads the body, no decode), CPU µs/event (median)',
+      us(med('floor', 'cpuUsPerEvent')),
+    ],
+    ['  per round', perRound('floor')],
+    [
+      'no-op Connect handler (protobuf-es decode), CPU µs/event (median)',
+      us(med('noop', 'cpuUsPerEvent')),
+    ],
     ['  per round', perRound('noop')],
     [
       'pipeline (10 subscriptions → 2 file destinations), service CPU µs/event (median)',
@@ -169,6 +184,17 @@ try {
     ],
     ['  per round', perRound('pipeline')],
     ...[...byThread].map(([kind, us]): [string, number] => [`  of which ${kind}`, us]),
+    [
+      'ratios of the medians: no-op / floor, pipeline / floor, pipeline / no-op',
+      [
+        med('noop', 'cpuUsPerEvent') / med('floor', 'cpuUsPerEvent'),
+        med('pipeline', 'cpuUsPerEvent') / med('floor', 'cpuUsPerEvent'),
+        med('pipeline', 'cpuUsPerEvent') / med('noop', 'cpuUsPerEvent'),
+      ]
+        .map((r) => r.toFixed(2))
+        .join(' / '),
+    ],
+    ['floor, events/s (median)', Math.round(med('floor', 'eventsPerSecond'))],
     ['no-op Connect handler, events/s (median)', Math.round(med('noop', 'eventsPerSecond'))],
     ['pipeline, events/s (median)', Math.round(med('pipeline', 'eventsPerSecond'))],
     [
@@ -181,18 +207,35 @@ try {
     ],
     ['goal', '≤ 8 µs of service CPU per event'],
   ];
-  const cpu = spreadOf(cpuRatios);
-  report(
-    {
-      bench: 'pipeline-cpu',
-      value: us(med('pipeline', 'cpuUsPerEvent')),
-      unit: 'µs CPU/event',
-      baseline: us(med('noop', 'cpuUsPerEvent')),
-      ratio: cpu.median,
-      spread: cpu,
-    },
-    rows,
-  );
+  // One JSON line per pair: the table's rows print with the first.
+  const pairs = [
+    ['pipeline-cpu', 'pipeline', 'noop'],
+    ['pipeline-cpu-floor', 'pipeline', 'floor'],
+    ['noop-cpu-floor', 'noop', 'floor'],
+  ] as const;
+  for (const [i, [bench, which, to]] of pairs.entries()) {
+    const cpu = spreadOf(cpuRatios(which, to));
+    report(
+      {
+        bench,
+        value: us(med(which, 'cpuUsPerEvent')),
+        unit: 'µs CPU/event',
+        baseline: us(med(to, 'cpuUsPerEvent')),
+        ratio: cpu.median,
+        spread: cpu,
+      },
+      i === 0
+        ? rows
+        : [
+            [
+              `${which} / ${to} CPU ratio, per round`,
+              cpuRatios(which, to)
+                .map((r) => r.toFixed(2))
+                .join(', '),
+            ],
+          ],
+    );
+  }
   const rate = spreadOf(rateRatios);
   report(
     {
@@ -207,5 +250,5 @@ try {
   );
 } finally {
   stopTap.abort();
-  await Promise.all([service.stop(), noop.child.stop()]);
+  await Promise.all([service.stop(), noop.child.stop(), floor.child.stop()]);
 }

@@ -37,29 +37,36 @@ const WAITING = new Set(['(idle)', 'atomicsWaitLoop']);
 
 // Project frames, innermost first wins: the stage a sample's self time belongs to.
 const RULES: Rule[] = [
-  ['filter', url(/\/src\/filter\/|\/re2js\/|\/cel-js\//)],
+  ['filter', url(/\/src\/data-plane\/filter\/|\/re2js\/|\/cel-js\//)],
   ['filter', generated(/^matches$/)],
   ['project', generated(/^project$/)],
   ['serialize', named(/^envelope$/)],
-  ['decode', url(/\/src\/catalogue\//)],
+  ['decode', url(/\/src\/(catalogue|data-plane\/wire-json)\//)],
   ['decode', generated(/^(d\d+|decodeEvent)$/)],
   [
     'route (ids, grouping)',
-    url(/\/src\/pipeline\/(route-events|routing|sampling|tap-tee)\.ts|\/src\/ids\.ts/),
+    url(
+      /\/src\/data-plane\/pipeline\/(route-events|routing|sampling|tap-tee)\.ts|\/src\/shared\/ids\.ts/,
+    ),
   ],
   [
     'hand-off (worker ↔ ingest thread)',
-    url(/\/piscina\/|\/src\/pipeline\/worker-pool\.ts|\/workers\//),
+    url(/\/piscina\/|\/src\/data-plane\/pipeline\/worker-pool\.ts|\/workers\//),
   ],
-  ['write', url(/\/src\/sinks\//)],
-  ['batch', url(/\/src\/pipeline\/(batcher|destination|destinations|deliver|spool)\.ts/)],
-  ['acknowledge', url(/\/src\/ingest\/wire-answers\.ts/)],
+  ['write', url(/\/src\/data-plane\/sinks\//)],
+  [
+    'batch',
+    url(/\/src\/data-plane\/pipeline\/(batcher|destination|destinations|deliver|spool)\.ts/),
+  ],
+  ['acknowledge', url(/\/src\/data-plane\/ingest\/wire-answers\.ts/)],
   [
     'receive',
-    url(/\/src\/ingest\/|\/src\/pipeline\/(admission|pipeline)\.ts|\/fastify\/|\/@connectrpc\//),
+    url(
+      /\/src\/data-plane\/ingest\/|\/src\/data-plane\/pipeline\/(admission|pipeline)\.ts|\/src\/shared\/http\/|\/fastify\/|\/@connectrpc\//,
+    ),
   ],
   ['store (PGlite: config poll, audit relay)', url(/\/@electric-sql\/pglite\/|wasm:\/\//)],
-  ['metrics', url(/\/prom-client\/|\/src\/metrics\.ts/)],
+  ['metrics', url(/\/prom-client\/|\/src\/shared\/metrics\.ts/)],
 ];
 
 // When no project frame is on the stack (callbacks from Node itself): by Node's module.

@@ -9,7 +9,8 @@ import { apiClient } from '../../test/helpers/service.ts';
 import { type Child, startNode } from './processes.ts';
 
 // The service as bench:pipeline runs it (`node src/main.ts`, file destinations, the same 10
-// subscriptions), shared by the latency and soak benchmarks; and the no-op Connect handler.
+// subscriptions), shared by the latency and soak benchmarks; the no-op Connect handler and the
+// floor server, its baselines.
 
 export const PUBLISH_PATH = '/agent_ingress.ingest.v0.IngestService/Publish';
 export const INGEST_TOKEN = 'bench-ingest-token-0123456789';
@@ -124,9 +125,16 @@ export function publishBodies(account: string, eventsPerRequest: number, request
   return bodies;
 }
 
-/** Starts bench/noop-server.ts (same stack, Publish does nothing); returns its URL and handle. */
-export async function startNoop(): Promise<{ url: string; child: Child }> {
+/** Starts a baseline server script of bench/ that prints "<name> listening"; its URL and handle. */
+async function startBaseline(name: string): Promise<{ url: string; child: Child }> {
   const port = await freePort();
-  const child = await startNode('bench/noop-server.ts', { PORT: String(port) }, /noop listening/);
+  const ready = new RegExp(`${name} listening`);
+  const child = await startNode(`bench/${name}-server.ts`, { PORT: String(port) }, ready);
   return { url: `http://127.0.0.1:${port}`, child };
 }
+
+/** Starts bench/noop-server.ts (same stack, Publish decodes and does nothing else). */
+export const startNoop = () => startBaseline('noop');
+
+/** Starts bench/floor-server.ts (the same HTTP server reading the body, answering undecoded). */
+export const startFloor = () => startBaseline('floor');

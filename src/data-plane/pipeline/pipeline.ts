@@ -14,7 +14,7 @@ import { accountStats, createPipelineCounts, type PipelineStats } from './accoun
 import { type Claim, createAdmission } from './admission.ts';
 import { type AuditRelay, createAuditRelay } from './audit-relay.ts';
 import { deliverAll } from './deliver.ts';
-import type { DestinationHealth } from './destination.ts';
+import type { DestinationHealth } from './destination-health.ts';
 import { createDestinations, type Destinations } from './destinations.ts';
 import { compileRouting, type Routing } from './routing.ts';
 import { createTaps, type Taps } from './taps.ts';

@@ -92,145 +92,214 @@ export async function startService(
   const keyring = await loadKeyring(config);
   progress(storeOpening(config));
   const db = await openStore(config);
-  let pipeline: Pipeline | undefined;
-  let agents: Awaited<ReturnType<typeof startAgents>> | undefined;
-  let registry: SessionRegistry | undefined;
+  const started: Started = { config, logger, keyring, db, progress };
   try {
-    const resealed = await resealDestinationSecrets(db, keyring);
-    const resealedObjects = await resealObjectSecrets(db, keyring);
-    if (resealed + resealedObjects > 0) {
-      logger.info({ destinations: resealed, objects: resealedObjects }, 'secrets re-encrypted');
-    }
-    await migrateFileLayout(config.dataDir, () => fileDestinationPaths(db), logger);
-    const firstKey = await bootstrapFirstKey(db, config);
-    const metrics = createMetrics({
-      storeWasmMemoryBytes: () => db.wasmMemoryBytes(),
-      sinkKinds: SINKS.map((sink) => sink.kind),
-    });
-    const connectionLimits = createConnectionLimits({
-      maxConnections: config.maxConnections,
-      listeners: listenersOf(config),
-      openFiles: openFileLimit(),
-      metrics,
-      logger,
-    });
-    progress(`Starting the pipeline (${config.workerThreads} worker threads)…`);
-    pipeline = await createPipeline({ db, config, logger, metrics, keyring });
-    const relayAuth = createRelayAuth(keyring);
-    const sessions = createSessionRegistry({
-      db,
-      logger,
-      maxPerAccount: config.maxSessionsPerAccount,
-      leaseMs: config.sessionLeaseMs,
-      internalUrl: config.internalUrl,
-      stopElsewhere: (owner, id, principal) => relayStop(relayAuth, owner, id, principal),
-    });
-    registry = sessions;
-    // One cache of IP restrictions: a change through the API applies at once to agents and edge.
-    const ipRestrictions = createIpRestrictions(db, config.ipRestrictionCacheTtlMs);
-    let dns: AuthoritativeDns | undefined;
-    // The edge's HTTPS listener and the ngrok agent listener choose certificates the same way.
-    const sni =
-      config.edgeHttpsPort === undefined && config.agentPort === undefined
-        ? undefined
-        : createSniCertificates({ db, keyring, ttlMs: config.edgeCertCacheMs });
-    const policies = createEndpointPolicies({ db, ttlMs: config.edgePolicyCacheMs });
-    const onIssued = () => sni?.invalidate();
-    const certs =
-      config.certPollMs > 0
-        ? createCertRunner({ db, config, keyring, logger, onIssued })
-        : undefined;
-    // A committed change may have changed zone data, certificates or queued a job: all see it.
-    const onCommit = () => {
-      dns?.invalidate();
-      sni?.invalidate();
-      policies.invalidate();
-      void certs?.kick();
-    };
-    const { app, routes } = await buildApp({
-      config,
-      db,
-      logger,
-      pipeline,
-      metrics,
-      keyring,
-      connectionLimits,
-      sessions,
-      ipRestrictions,
-      onCommit,
-    });
-    const running = pipeline;
-    agents = await startAgents(config, db, logger, running, sessions, {
-      metrics,
-      connectionLimits,
-      ipAllowed: ipRestrictions.ipAllowed,
-      endpointIp: (accountId, address) =>
-        ipRestrictions.ipDecision(accountId, 'endpoints', address),
-      sni,
-      relayAuth,
-      policies,
-    });
-    // Loaded only when configured, as the sinks' clients are: a start without DNS pays nothing.
-    if (config.dnsPort !== undefined) {
-      const { startAuthoritativeDns } = await import('./agent-plane/dns/index.ts');
-      dns = await startAuthoritativeDns({ db, config, logger, connectionLimits });
-    }
-    const url = await app.listen({ host: config.host, port: config.port });
-    certs?.start();
-    const grpcApp =
-      config.grpcPort === undefined
-        ? undefined
-        : await buildGrpcApp({ config, pipeline, metrics, logger, connectionLimits });
-    const grpcUrl = await grpcApp?.listen({ host: config.host, port: config.grpcPort });
-    let closing: Promise<void> | undefined;
-    const { listener, ngrok, edge, publisher, relay } = agents;
-    return {
-      app,
-      db,
-      pipeline: running,
-      keyring,
-      routes,
-      url,
-      grpcUrl,
-      dns,
-      certs,
-      firstKey,
-      sshPort: listener?.port,
-      sshHostKeyFingerprint: listener?.hostKeyFingerprint,
-      agentPort: ngrok?.port,
-      edgePort: edge?.port,
-      edgeHttpsPort: edge?.httpsPort,
-      sessions,
-      close() {
-        closing ??= (async () => {
-          // The edge drains while the agents still answer; then sessions end (stop events).
-          await Promise.all([
-            edge?.close(config.shutdownTimeoutMs / 2),
-            relay?.close(config.shutdownTimeoutMs / 2),
-          ]);
-          await Promise.all([listener?.close(), ngrok?.close()]);
-          sessions.close();
-          // TCP connections cut with their sessions: their events too are durable before exit.
-          await publisher.drain();
-          await Promise.all([app.close(), grpcApp?.close()]);
-          await certs?.close();
-          await dns?.close();
-          await running.close();
-          await db.close();
-        })();
-        return closing;
-      },
-    };
+    return await startPlanes(started);
   } catch (error) {
-    await agents?.relay?.close(0);
-    registry?.close();
-    await agents?.edge?.close(0);
-    await agents?.listener?.close();
-    await agents?.ngrok?.close();
-    await pipeline?.close();
-    await db.close();
+    await abandon(started);
     throw error;
   }
+}
+
+type Agents = Awaited<ReturnType<typeof startAgents>>;
+
+/** What the start has made so far: what a failed start stops, and what a commit tells. */
+interface Started {
+  config: Config;
+  logger: Logger;
+  keyring: Keyring;
+  db: Db;
+  progress: StartProgress;
+  pipeline?: Pipeline;
+  registry?: SessionRegistry;
+  agents?: Agents;
+  sni?: SniCertificates;
+  policies?: EndpointPolicies;
+  certs?: CertRunner;
+  dns?: AuthoritativeDns;
+}
+
+/** What close() stops (in its own order: the edge first, the store last). */
+interface Running {
+  config: Config;
+  app: FastifyInstance;
+  grpcApp: FastifyInstance | undefined;
+  db: Db;
+  pipeline: Pipeline;
+  sessions: SessionRegistry;
+  agents: Agents;
+  certs: CertRunner | undefined;
+  dns: AuthoritativeDns | undefined;
+}
+
+/** The store brought up to date, the planes started over it, the listeners open. */
+async function startPlanes(started: Started): Promise<Service> {
+  const { config, logger, keyring, db } = started;
+  const firstKey = await upgradeStore(started);
+  const { metrics, connectionLimits } = metricsAndLimits(started);
+  started.progress(`Starting the pipeline (${config.workerThreads} worker threads)…`);
+  const pipeline = await createPipeline({ db, config, logger, metrics, keyring });
+  started.pipeline = pipeline;
+  const relayAuth = createRelayAuth(keyring);
+  const sessions = createSessionRegistry({
+    db,
+    logger,
+    maxPerAccount: config.maxSessionsPerAccount,
+    leaseMs: config.sessionLeaseMs,
+    internalUrl: config.internalUrl,
+    stopElsewhere: (owner, id, principal) => relayStop(relayAuth, owner, id, principal),
+  });
+  started.registry = sessions;
+  // One cache of IP restrictions: a change through the API applies at once to agents and edge.
+  const ipRestrictions = createIpRestrictions(db, config.ipRestrictionCacheTtlMs);
+  const { sni, certs } = certificates(started);
+  const policies = createEndpointPolicies({ db, ttlMs: config.edgePolicyCacheMs });
+  started.policies = policies;
+  const { app, routes } = await buildApp({
+    config,
+    db,
+    logger,
+    pipeline,
+    metrics,
+    keyring,
+    connectionLimits,
+    sessions,
+    ipRestrictions,
+    onCommit: () => committed(started),
+  });
+  const agents = await startAgents(config, db, logger, pipeline, sessions, {
+    metrics,
+    connectionLimits,
+    ipAllowed: ipRestrictions.ipAllowed,
+    endpointIp: (accountId, address) => ipRestrictions.ipDecision(accountId, 'endpoints', address),
+    sni,
+    relayAuth,
+    policies,
+  });
+  started.agents = agents;
+  // Loaded only when configured, as the sinks' clients are: a start without DNS pays nothing.
+  if (config.dnsPort !== undefined) {
+    const { startAuthoritativeDns } = await import('./agent-plane/dns/index.ts');
+    started.dns = await startAuthoritativeDns({ db, config, logger, connectionLimits });
+  }
+  const url = await app.listen({ host: config.host, port: config.port });
+  certs?.start();
+  const grpcApp =
+    config.grpcPort === undefined
+      ? undefined
+      : await buildGrpcApp({ config, pipeline, metrics, logger, connectionLimits });
+  const grpcUrl = await grpcApp?.listen({ host: config.host, port: config.grpcPort });
+  const running = { config, app, grpcApp, db, pipeline, sessions, agents, certs, dns: started.dns };
+  return serviceOf(running, { keyring, routes, url, grpcUrl, firstKey });
+}
+
+/** Secrets sealed anew under the current key, file destinations in today's layout, the first key. */
+async function upgradeStore({ config, logger, keyring, db }: Started) {
+  const resealed = await resealDestinationSecrets(db, keyring);
+  const resealedObjects = await resealObjectSecrets(db, keyring);
+  if (resealed + resealedObjects > 0) {
+    logger.info({ destinations: resealed, objects: resealedObjects }, 'secrets re-encrypted');
+  }
+  await migrateFileLayout(config.dataDir, () => fileDestinationPaths(db), logger);
+  return bootstrapFirstKey(db, config);
+}
+
+/** The process's metrics, and its connection limits (MAX_CONNECTIONS within the open-file limit). */
+function metricsAndLimits({ config, logger, db }: Started) {
+  const metrics = createMetrics({
+    storeWasmMemoryBytes: () => db.wasmMemoryBytes(),
+    sinkKinds: SINKS.map((sink) => sink.kind),
+  });
+  const connectionLimits = createConnectionLimits({
+    maxConnections: config.maxConnections,
+    listeners: listenersOf(config),
+    openFiles: openFileLimit(),
+    metrics,
+    logger,
+  });
+  return { metrics, connectionLimits };
+}
+
+/**
+ * Certificates by SNI (the edge's HTTPS listener and the ngrok agent listener choose them the same
+ * way) and the certificate jobs (CERT_POLL_MS > 0).
+ */
+function certificates(started: Started) {
+  const { config, logger, keyring, db } = started;
+  const sni =
+    config.edgeHttpsPort === undefined && config.agentPort === undefined
+      ? undefined
+      : createSniCertificates({ db, keyring, ttlMs: config.edgeCertCacheMs });
+  const onIssued = () => sni?.invalidate();
+  const certs =
+    config.certPollMs > 0 ? createCertRunner({ db, config, keyring, logger, onIssued }) : undefined;
+  started.sni = sni;
+  started.certs = certs;
+  return { sni, certs };
+}
+
+// A committed change may have changed zone data, certificates or queued a job: all see it.
+function committed({ dns, sni, policies, certs }: Started): void {
+  dns?.invalidate();
+  sni?.invalidate();
+  policies?.invalidate();
+  void certs?.kick();
+}
+
+function serviceOf(
+  running: Running,
+  about: Pick<Service, 'keyring' | 'routes' | 'url' | 'grpcUrl' | 'firstKey'>,
+): Service {
+  const { app, db, pipeline, sessions, dns, certs, agents } = running;
+  let closing: Promise<void> | undefined;
+  return {
+    app,
+    db,
+    pipeline,
+    ...about,
+    dns,
+    certs,
+    sshPort: agents.listener?.port,
+    sshHostKeyFingerprint: agents.listener?.hostKeyFingerprint,
+    agentPort: agents.ngrok?.port,
+    edgePort: agents.edge?.port,
+    edgeHttpsPort: agents.edge?.httpsPort,
+    sessions,
+    close() {
+      closing ??= closeRunning(running);
+      return closing;
+    },
+  };
+}
+
+async function closeRunning(running: Running): Promise<void> {
+  const { config, app, grpcApp, db, pipeline, sessions, certs, dns } = running;
+  const { listener, ngrok, edge, publisher, relay } = running.agents;
+  // The edge drains while the agents still answer; then sessions end (stop events).
+  await Promise.all([
+    edge?.close(config.shutdownTimeoutMs / 2),
+    relay?.close(config.shutdownTimeoutMs / 2),
+  ]);
+  await Promise.all([listener?.close(), ngrok?.close()]);
+  sessions.close();
+  // TCP connections cut with their sessions: their events too are durable before exit.
+  await publisher.drain();
+  await Promise.all([app.close(), grpcApp?.close()]);
+  await certs?.close();
+  await dns?.close();
+  await pipeline.close();
+  await db.close();
+}
+
+/** Stops what a failed start had started, the store last. */
+async function abandon({ agents, registry, pipeline, db }: Started): Promise<void> {
+  await agents?.relay?.close(0);
+  registry?.close();
+  await agents?.edge?.close(0);
+  await agents?.listener?.close();
+  await agents?.ngrok?.close();
+  await pipeline?.close();
+  await db.close();
 }
 
 /**

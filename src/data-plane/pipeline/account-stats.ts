@@ -1,5 +1,5 @@
 import type { PipelineConfig } from '../store/pipeline-config.ts';
-import type { DestinationHealth } from './destination.ts';
+import type { DestinationHealth } from './destination-health.ts';
 import type { Tally } from './match-tally.ts';
 
 // The counters an account sees of the pipeline (GET /pipeline/stats, the console): its own

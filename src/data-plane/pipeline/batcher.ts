@@ -83,66 +83,126 @@ interface Feed<R> {
 
 /** Builds a batcher: flush on max events, max bytes, or a linger timer started at the first record. */
 export function createBatcher<R>(deps: BatcherDeps<R>): Batcher<R> {
-  const { maxEvents, maxBytes, lingerMs, flush } = deps;
+  const { maxEvents, maxBytes, lingerMs } = deps;
   if (!(maxEvents >= 1) || !(maxBytes >= 1) || !(lingerMs >= 0)) {
     throw new RangeError('batcher: maxEvents and maxBytes must be >= 1, lingerMs >= 0');
   }
-  const maxPendingBytes = deps.maxPendingBytes ?? maxBytes * 8;
-  const queue: OpenBatch<R>[] = [];
-  let current: OpenBatch<R> | undefined;
-  let timer: NodeJS.Timeout | undefined;
-  let pendingBytes = 0;
-  let draining: Promise<void> | undefined;
-  let feeding: Feed<R> | undefined;
-  let closed = false;
+  return new GroupCommitBatcher(deps, deps.maxPendingBytes ?? maxBytes * 8);
+}
 
-  function seal(): void {
-    if (timer) {
-      clearTimeout(timer);
-      timer = undefined;
+/**
+ * The batcher's state and its steps: records go into the open batch (addRange), a full or
+ * lingered batch is sealed onto the queue (seal), and one drain loop flushes the queue in order
+ * (drain), feeding an oversized add as room frees up (feed).
+ */
+class GroupCommitBatcher<R> implements Batcher<R> {
+  private readonly queue: OpenBatch<R>[] = [];
+  private current: OpenBatch<R> | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private draining: Promise<void> | undefined;
+  private feeding: Feed<R> | undefined;
+  private closed = false;
+  private readonly deps: BatcherDeps<R>;
+  private readonly maxPendingBytes: number;
+  /** Bytes accepted but not yet flushed (read as pendingBytes). */
+  private pending = 0;
+
+  constructor(deps: BatcherDeps<R>, maxPendingBytes: number) {
+    this.deps = deps;
+    this.maxPendingBytes = maxPendingBytes;
+  }
+
+  add(records: RecordBlock): Promise<R[]> {
+    if (this.closed) {
+      return Promise.reject(new AppError('ERR_UNAVAILABLE', 'batcher closed; retry'));
     }
+    if (records.count === 0) return Promise.resolve([]);
+    const total = records.bytes;
+    const { pending, maxPendingBytes } = this;
+    if (this.feeding !== undefined || (pending > 0 && pending + total > maxPendingBytes)) {
+      return Promise.reject(new BatcherFullError(pending, maxPendingBytes));
+    }
+    const waits = new Set<Promise<R>>();
+    if (total > maxPendingBytes) {
+      const taken = new Promise<void>((resolve) => {
+        this.feeding = { block: records, next: 0, waits, taken: resolve };
+      });
+      this.feed();
+      return taken.then(() => Promise.all(waits));
+    }
+    this.pending += total;
+    this.addRange(records, 0, records.count, waits);
+    return Promise.all(waits);
+  }
+
+  get pendingBytes(): number {
+    return this.pending;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    do {
+      this.seal();
+      if (this.draining) await this.draining;
+    } while (
+      this.feeding !== undefined ||
+      this.draining !== undefined ||
+      this.current !== undefined
+    );
+  }
+
+  private seal(): void {
+    if (this.timer) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+    }
+    const current = this.current;
     if (!current || current.count === 0) return;
-    queue.push(current);
-    current = undefined;
-    draining ??= drain();
+    this.queue.push(current);
+    this.current = undefined;
+    this.draining ??= this.drain();
   }
 
   // The linger only applies while no flush is in flight. During one, the open batch keeps
   // filling and goes as soon as the flush ends (group commit): sealed at each linger, several
   // small batches queued behind one slow write (an fsync) and each waited for its own.
-  function lingered(): void {
-    timer = undefined;
-    if (draining === undefined) seal();
-  }
+  private readonly lingered = (): void => {
+    this.timer = undefined;
+    if (this.draining === undefined) this.seal();
+  };
 
   // One flush in flight at a time keeps the destination's order; the loop ends when the queue is
   // empty and no open batch waits for the flush to end.
-  async function drain(): Promise<void> {
+  private async drain(): Promise<void> {
+    const { queue } = this;
     for (let batch = queue.shift(); batch; batch = queue.shift()) {
       try {
-        batch.resolve(await flush(batchOf(batch.pieces)));
+        batch.resolve(await this.deps.flush(batchOf(batch.pieces)));
       } catch (err) {
         batch.reject(err);
       } finally {
-        pendingBytes -= batch.bytes;
-        feed();
+        this.pending -= batch.bytes;
+        this.feed();
       }
       // What arrived during the flush goes now, as one batch (seal() finds `draining` set).
-      if (queue.length === 0) seal();
+      if (queue.length === 0) this.seal();
     }
-    draining = undefined;
+    this.draining = undefined;
   }
 
   // Adds records [from, to) of a block to the open batch, sealing it whenever it is full: each
   // batch takes a slice (a view, no copy) of as many records as fit, and at least one.
-  function addRange(block: RecordBlock, from: number, to: number, waits: Set<Promise<R>>): void {
+  private addRange(block: RecordBlock, from: number, to: number, waits: Set<Promise<R>>): void {
+    const { maxEvents, maxBytes } = this.deps;
     while (from < to) {
+      let current = this.current;
       if (current && current.count > 0 && current.bytes + recordBytes(block, from) > maxBytes) {
-        seal();
+        this.seal();
+        current = undefined;
       }
       if (!current) {
-        current = openBatch();
-        timer = setTimeout(lingered, lingerMs);
+        current = this.current = openBatch();
+        this.timer = setTimeout(this.lingered, this.deps.lingerMs);
       }
       const base = block.start(from);
       const room = maxBytes - current.bytes;
@@ -154,68 +214,43 @@ export function createBatcher<R>(deps: BatcherDeps<R>): Batcher<R> {
       current.count += piece.count;
       current.bytes += piece.bytes;
       waits.add(current.done);
-      if (current.count >= maxEvents || current.bytes >= maxBytes) seal();
+      if (current.count >= maxEvents || current.bytes >= maxBytes) this.seal();
       from = next;
     }
   }
 
   // Takes what fits of the oversized add; when the rest must wait, seals the open batch so the
   // flush that frees room starts now instead of after the linger.
-  function feed(): void {
-    const f = feeding;
+  private feed(): void {
+    const f = this.feeding;
     if (f === undefined) return;
-    const { block } = f;
-    let end = f.next;
-    let taking = 0;
-    for (; end < block.count; end++) {
-      const size = recordBytes(block, end);
-      if (pendingBytes + taking > 0 && pendingBytes + taking + size > maxPendingBytes) break;
-      taking += size;
-    }
+    const end = this.fitting(f.block, f.next);
     if (end > f.next) {
-      pendingBytes += taking;
-      addRange(block, f.next, end, f.waits);
+      this.addRange(f.block, f.next, end, f.waits);
       f.next = end;
       // Awaited once every piece is taken; a batch that fails meanwhile must not go unhandled.
       for (const wait of f.waits) wait.catch(() => {});
     }
-    if (f.next < block.count) {
-      seal();
+    if (f.next < f.block.count) {
+      this.seal();
       return;
     }
-    feeding = undefined;
+    this.feeding = undefined;
     f.taken();
   }
 
-  return {
-    add(records) {
-      if (closed) return Promise.reject(new AppError('ERR_UNAVAILABLE', 'batcher closed; retry'));
-      if (records.count === 0) return Promise.resolve([]);
-      const total = records.bytes;
-      if (feeding !== undefined || (pendingBytes > 0 && pendingBytes + total > maxPendingBytes)) {
-        return Promise.reject(new BatcherFullError(pendingBytes, maxPendingBytes));
+  /** Counts as pending the records of `block` from `from` on that fit under the bound now; returns where they end. */
+  private fitting(block: RecordBlock, from: number): number {
+    let end = from;
+    let taking = 0;
+    for (; end < block.count; end++) {
+      const size = recordBytes(block, end);
+      if (this.pending + taking > 0 && this.pending + taking + size > this.maxPendingBytes) {
+        break;
       }
-      const waits = new Set<Promise<R>>();
-      if (total > maxPendingBytes) {
-        const taken = new Promise<void>((resolve) => {
-          feeding = { block: records, next: 0, waits, taken: resolve };
-        });
-        feed();
-        return taken.then(() => Promise.all(waits));
-      }
-      pendingBytes += total;
-      addRange(records, 0, records.count, waits);
-      return Promise.all(waits);
-    },
-    get pendingBytes() {
-      return pendingBytes;
-    },
-    async close() {
-      closed = true;
-      do {
-        seal();
-        if (draining) await draining;
-      } while (feeding !== undefined || draining !== undefined || current !== undefined);
-    },
-  };
+      taking += size;
+    }
+    this.pending += taking;
+    return end;
+  }
 }

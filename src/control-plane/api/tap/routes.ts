@@ -91,44 +91,61 @@ function dataOf(message: TapMessage): string {
   return `${counts.slice(0, -1)},"event":${message.json}}`;
 }
 
+/** The live views' routes: taps, the filter preview, the account's pipeline stats. */
 export async function tapRoutes(app: FastifyInstance, deps: ApiDeps): Promise<void> {
-  const { db } = deps;
-  const open = new Set<EventStream>();
+  const streams = new LiveStreams(deps);
+  app.addHook('preClose', async () => streams.closeAll());
+  app.get<Params>('/event_subscriptions/:id/tap', (request, reply) =>
+    subscriptionTap(streams, deps, request, reply),
+  );
+  app.get<SourceParams>('/event_subscriptions/:id/sources/:type/tap', (request, reply) =>
+    sourceTap(streams, deps, request, reply),
+  );
+  app.post(PREVIEW.path, (request, reply) => previewTap(streams, deps, request, reply));
+  app.get(STATS.path, (request, reply) => pipelineStats(streams, deps, request, reply));
+}
+
+type StatsEnd = 'max_duration' | 'shutdown';
+
+/** The event streams open on this instance, each within its account's places; all end at close. */
+class LiveStreams {
+  private readonly deps: ApiDeps;
+  private readonly open = new Set<EventStream>();
   /** How each open stats stream ends, saying why. */
-  const statsEnds = new Set<(reason: 'max_duration' | 'shutdown') => void>();
+  private readonly statsEnds = new Set<(reason: StatsEnd) => void>();
+
+  constructor(deps: ApiDeps) {
+    this.deps = deps;
+  }
+
   // Taps and stats streams say why they end; the other streams just close.
-  app.addHook('preClose', async () => {
-    deps.taps?.closeAll();
-    for (const end of statsEnds) end('shutdown');
-    for (const stream of open) stream.end();
-  });
+  closeAll(): void {
+    this.deps.taps?.closeAll();
+    for (const end of this.statsEnds) end('shutdown');
+    for (const stream of this.open) stream.end();
+  }
 
   /** Opens an event stream once the account has a place for it (ERR_RATE_LIMITED if not). */
-  function openStream(request: FastifyRequest, reply: FastifyReply): EventStream {
-    const release = deps.longLived.take(request.caller.accountId);
+  openStream(request: FastifyRequest, reply: FastifyReply): EventStream {
+    const release = this.deps.longLived.take(request.caller.accountId);
     const stream = openEventStream(request, reply);
-    open.add(stream);
+    this.open.add(stream);
     stream.onClose(() => {
-      open.delete(stream);
+      this.open.delete(stream);
       release();
     });
     return stream;
   }
 
-  function available<T>(value: T | undefined, what: string): T {
-    if (value === undefined) throw new AppError('ERR_UNAVAILABLE', `${what} is not available here`);
-    return value;
-  }
-
   /** Opens the stream and the tap; the request has been checked. */
-  function tap(
+  tap(
     request: FastifyRequest,
     reply: FastifyReply,
     taps: Taps,
     spec: TapTarget,
     bounds: TapBounds,
   ) {
-    const stream = openStream(request, reply);
+    const stream = this.openStream(request, reply);
     const close = taps.open(request.caller.accountId, spec, bounds, (message) => {
       stream.send(message.kind, dataOf(message));
       if (message.kind === 'end') stream.end();
@@ -140,81 +157,118 @@ export async function tapRoutes(app: FastifyInstance, deps: ApiDeps): Promise<vo
     stream.onClose(close);
   }
 
-  /** The caller's subscription, or 404 (another account's is not found either). */
-  async function subscriptionOf(request: FastifyRequest<Params>) {
-    const row = await getEventSubscription(db, request.caller.accountId, request.params.id);
-    if (row === undefined) throw notFound(EVENT_SUBSCRIPTIONS, request.params.id);
-    return row;
-  }
-
-  app.get<Params>('/event_subscriptions/:id/tap', async (request, reply) => {
-    const bounds = readBounds(request.query);
-    const row = await subscriptionOf(request);
-    const taps = available(deps.taps, 'the tap');
-    tap(request, reply, taps, { kind: 'subscription', subscriptionId: row.id }, bounds);
-  });
-
-  app.get<SourceParams>('/event_subscriptions/:id/sources/:type/tap', async (request, reply) => {
-    const bounds = readBounds(request.query);
-    const row = await subscriptionOf(request);
-    const { type } = request.params;
-    if (!(await sourcesOf(db, [row.id])).get(row.id)!.some((source) => source.type === type)) {
-      throw new AppError(
-        'ERR_NOT_FOUND',
-        `event subscription "${row.id}" has no source of type "${type}"`,
-        {
-          id: row.id,
-          type,
-        },
-      );
-    }
-    const taps = available(deps.taps, 'the tap');
-    tap(request, reply, taps, { kind: 'subscription', subscriptionId: row.id, type }, bounds);
-  });
-
-  // Compiled here, so a bad filter is a 400 with its position before any stream opens.
-  app.post(PREVIEW.path, async (request, reply) => {
-    const bounds = readBounds(request.query);
-    // The preview's own shape first (no sample_rate: a preview shows every match), then the
-    // checks a source gets when it is saved.
-    checkShape(request.body, PREVIEW.request!, '', FIELD_CODES);
-    const source = readSource(request.body, '');
-    if (!isTrafficType(source.type)) {
-      throw new AppError(
-        'ERR_INVALID_FIELD',
-        `a preview shows traffic events; "${source.type}" is not one`,
-        {
-          field: 'type',
-          type: source.type,
-        },
-      );
-    }
-    const taps = available(deps.taps, 'the preview');
-    const { accountId } = request.caller;
-    const { type, filter, fields } = source;
-    tap(request, reply, taps, { kind: 'preview', accountId, type, filter, fields }, bounds);
-  });
-
-  // A stream of them ends after max_seconds, as a tap does, with an `end` event saying so.
-  app.get(STATS.path, async (request, reply) => {
-    const maxSeconds = bound(queryOf(request.query, STATS_QUERY), 'max_seconds', STATS_SECONDS);
-    const stats = available(deps.stats, 'the pipeline');
-    const { accountId } = request.caller;
-    if (!request.headers.accept?.includes('text/event-stream')) return stats(accountId);
-    const stream = openStream(request, reply);
-    const send = () => stream.send('stats', JSON.stringify(stats(accountId)));
-    const end = (reason: 'max_duration' | 'shutdown') => {
+  // A stream of the stats ends after max_seconds, as a tap does, with an `end` event saying so.
+  statsStream(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    stats: () => unknown,
+    maxSeconds: number,
+  ) {
+    const stream = this.openStream(request, reply);
+    const send = () => stream.send('stats', JSON.stringify(stats()));
+    const end = (reason: StatsEnd) => {
       stream.send('end', JSON.stringify({ reason }));
       stream.end();
     };
     const timer = setInterval(send, STATS_INTERVAL_MS);
     const deadline = setTimeout(() => end('max_duration'), maxSeconds * 1000);
-    statsEnds.add(end);
+    this.statsEnds.add(end);
     stream.onClose(() => {
       clearInterval(timer);
       clearTimeout(deadline);
-      statsEnds.delete(end);
+      this.statsEnds.delete(end);
     });
     send();
-  });
+  }
+}
+
+function available<T>(value: T | undefined, what: string): T {
+  if (value === undefined) throw new AppError('ERR_UNAVAILABLE', `${what} is not available here`);
+  return value;
+}
+
+/** The caller's subscription, or 404 (another account's is not found either). */
+async function subscriptionOf(deps: ApiDeps, request: FastifyRequest<Params>) {
+  const row = await getEventSubscription(deps.db, request.caller.accountId, request.params.id);
+  if (row === undefined) throw notFound(EVENT_SUBSCRIPTIONS, request.params.id);
+  return row;
+}
+
+/** GET /event_subscriptions/{id}/tap */
+async function subscriptionTap(
+  streams: LiveStreams,
+  deps: ApiDeps,
+  request: FastifyRequest<Params>,
+  reply: FastifyReply,
+): Promise<void> {
+  const bounds = readBounds(request.query);
+  const row = await subscriptionOf(deps, request);
+  const taps = available(deps.taps, 'the tap');
+  streams.tap(request, reply, taps, { kind: 'subscription', subscriptionId: row.id }, bounds);
+}
+
+/** GET /event_subscriptions/{id}/sources/{type}/tap */
+async function sourceTap(
+  streams: LiveStreams,
+  deps: ApiDeps,
+  request: FastifyRequest<SourceParams>,
+  reply: FastifyReply,
+): Promise<void> {
+  const bounds = readBounds(request.query);
+  const row = await subscriptionOf(deps, request);
+  const { type } = request.params;
+  if (!(await sourcesOf(deps.db, [row.id])).get(row.id)!.some((source) => source.type === type)) {
+    throw new AppError(
+      'ERR_NOT_FOUND',
+      `event subscription "${row.id}" has no source of type "${type}"`,
+      {
+        id: row.id,
+        type,
+      },
+    );
+  }
+  const taps = available(deps.taps, 'the tap');
+  streams.tap(request, reply, taps, { kind: 'subscription', subscriptionId: row.id, type }, bounds);
+}
+
+// Compiled here, so a bad filter is a 400 with its position before any stream opens.
+async function previewTap(
+  streams: LiveStreams,
+  deps: ApiDeps,
+  request: FastifyRequest,
+  reply: FastifyReply,
+): Promise<void> {
+  const bounds = readBounds(request.query);
+  // The preview's own shape first (no sample_rate: a preview shows every match), then the
+  // checks a source gets when it is saved.
+  checkShape(request.body, PREVIEW.request!, '', FIELD_CODES);
+  const source = readSource(request.body, '');
+  if (!isTrafficType(source.type)) {
+    throw new AppError(
+      'ERR_INVALID_FIELD',
+      `a preview shows traffic events; "${source.type}" is not one`,
+      {
+        field: 'type',
+        type: source.type,
+      },
+    );
+  }
+  const taps = available(deps.taps, 'the preview');
+  const { accountId } = request.caller;
+  const { type, filter, fields } = source;
+  streams.tap(request, reply, taps, { kind: 'preview', accountId, type, filter, fields }, bounds);
+}
+
+/** GET /pipeline/stats: the counters once, or as a stream when the client accepts one. */
+async function pipelineStats(
+  streams: LiveStreams,
+  deps: ApiDeps,
+  request: FastifyRequest,
+  reply: FastifyReply,
+) {
+  const maxSeconds = bound(queryOf(request.query, STATS_QUERY), 'max_seconds', STATS_SECONDS);
+  const stats = available(deps.stats, 'the pipeline');
+  const { accountId } = request.caller;
+  if (!request.headers.accept?.includes('text/event-stream')) return stats(accountId);
+  streams.statsStream(request, reply, () => stats(accountId), maxSeconds);
 }

@@ -2,7 +2,7 @@ import type { ColumnSpec } from '../../../catalogue/types.ts';
 import { parseExact } from '../../wire-json/int64-json.ts';
 import { NOT_PLAIN, skipLeaf } from './json-scan.ts';
 import { type ByteWriter, clampDateTime, valueWriter } from './row-binary.ts';
-import { compileScanner } from './row-scanner.ts';
+import { compileScanner, type Scanner } from './row-scanner.ts';
 import { columnValue, rowOf } from './row-values.ts';
 import type { ServerProfile } from './schema.ts';
 import { mapOfLists, rfc3339Millis, smallInteger } from './text-values.ts';
@@ -125,8 +125,6 @@ function fastOp(column: ColumnSpec, type: string): number {
   }
 }
 
-const utf8 = new TextEncoder();
-
 function compileEncoder(
   columns: readonly ColumnSpec[],
   types: readonly string[],
@@ -141,100 +139,135 @@ function compileEncoder(
   const scanner = compileScanner(columns);
   if (scanner === undefined) return { write: slow };
   const { at } = scanner;
-  const layouts: Layout[] = [];
-  // More layouts in turn than the list holds would make every record pay for failed matches and
-  // a new layout: after that many misses in a row, the next records are just scanned.
-  let misses = 0;
-  let pause = 0;
-  // Finds the columns' values (fills `at`); false if the record must take the slow path.
-  const locate = (s: string): boolean => {
-    if (NOT_PLAIN.test(s)) return false;
-    if (pause > 0) {
-      pause--;
-      return scanner.scan(s);
-    }
-    for (let k = 0; k < layouts.length; k++) {
-      if (matchLayout(layouts[k], s, at)) {
-        if (k > 0) layouts.unshift(...layouts.splice(k, 1));
-        misses = 0;
-        return true;
-      }
-    }
-    if (!scanner.scan(s)) return false;
-    if (++misses > MISSES_BEFORE_PAUSE) {
-      misses = 0;
-      pause = PAUSE;
-      layouts.length = 0;
-    } else if (layouts.unshift(layoutOf(s, at)) > MAX_LAYOUTS) {
-      layouts.pop();
-    }
-    return true;
-  };
-  // The envelope's UTF-8: when it is all ASCII, text positions are byte positions and a string
-  // value is copied from here without a call per value.
-  let bytes = new Uint8Array(4096);
-  const asBytes = (s: string): boolean => {
-    if (bytes.length < 3 * s.length) bytes = new Uint8Array(3 * s.length);
-    return utf8.encodeInto(s, bytes).written === s.length;
-  };
-  // Writes column i's value found at s[a, b) (c: its first character); false to take the
-  // reference mapping instead.
-  const fast = (w: ByteWriter, s: string, ascii: boolean, i: number, a: number, b: number) => {
-    const c = s.charCodeAt(a);
-    switch (ops[i]) {
-      case STRING:
-        if (c !== 34) return false;
-        if (ascii) w.bytes(bytes, a + 1, b - 1);
-        else w.string(s.slice(a + 1, b - 1));
-        return true;
-      case TEXT:
-        if (c !== 123 && c !== 91) return false;
-        if (ascii) w.bytes(bytes, a, b);
-        else w.string(s.slice(a, b));
-        return true;
-      case INT64: {
-        const n = smallInteger(s, a, b);
-        if (Number.isNaN(n)) return false;
-        w.i64(n);
-        return true;
-      }
-      case INT32: {
-        const n = smallInteger(s, a, b);
-        if (Number.isNaN(n)) return false;
-        w.u32(n >>> 0);
-        return true;
-      }
-      case BOOL:
-        if (c !== 116 && c !== 102) return false;
-        w.u8(c === 116 ? 1 : 0);
-        return true;
-      case DATETIME:
-      case DATETIME64_3: {
-        const ms = c === 34 ? rfc3339Millis(s, a + 1, b - 1) : Number.NaN;
-        if (Number.isNaN(ms)) return false;
-        if (ops[i] === DATETIME) w.u32(clampDateTime(Math.floor(ms / 1000)));
-        else w.i64(ms);
-        return true;
-      }
-      case MAP:
-        return c === 123 && mapOfLists(w, s, a, b);
-    }
-    return false;
-  };
+  const locator = new Locator(scanner);
+  const text = new AsciiText();
   return {
     write(s, w) {
-      if (!locate(s)) return slow(s, w);
-      const ascii = asBytes(s);
+      if (!locator.locate(s)) return slow(s, w);
+      const bytes = text.bytesOf(s);
       for (let i = 0; i < columns.length; i++) {
         const a = at[2 * i];
         // Absent, or null: the type's default, as for a field left out of a JSONEachRow row.
         if (a < 0 || s.charCodeAt(a) === 110) writers[i](w, undefined);
-        else if (!fast(w, s, ascii, i, a, at[2 * i + 1])) {
+        else if (!writeFast(w, ops[i], s, bytes, a, at[2 * i + 1])) {
           writers[i](w, columnValue(columns[i], parseExact(s.slice(a, at[2 * i + 1])), profile));
         }
       }
     },
   };
+}
+
+/**
+ * Finds the columns' values in an envelope (fills the scanner's `at`): by a remembered layout
+ * when one matches, by the scanner otherwise, learning the layout of what it scanned.
+ */
+class Locator {
+  private readonly scanner: Scanner;
+  private readonly at: Int32Array;
+  private readonly layouts: Layout[] = [];
+  // More layouts in turn than the list holds would make every record pay for failed matches and
+  // a new layout: after that many misses in a row, the next records are just scanned.
+  private misses = 0;
+  private pause = 0;
+
+  constructor(scanner: Scanner) {
+    this.scanner = scanner;
+    this.at = scanner.at;
+  }
+
+  /** False if the record must take the slow path. */
+  locate(s: string): boolean {
+    if (NOT_PLAIN.test(s)) return false;
+    if (this.pause > 0) {
+      this.pause--;
+      return this.scanner.scan(s);
+    }
+    const { layouts, at } = this;
+    for (let k = 0; k < layouts.length; k++) {
+      if (matchLayout(layouts[k], s, at)) {
+        if (k > 0) layouts.unshift(...layouts.splice(k, 1));
+        this.misses = 0;
+        return true;
+      }
+    }
+    if (!this.scanner.scan(s)) return false;
+    if (++this.misses > MISSES_BEFORE_PAUSE) {
+      this.misses = 0;
+      this.pause = PAUSE;
+      layouts.length = 0;
+    } else if (layouts.unshift(layoutOf(s, at)) > MAX_LAYOUTS) {
+      layouts.pop();
+    }
+    return true;
+  }
+}
+
+const utf8 = new TextEncoder();
+
+/**
+ * The envelope's UTF-8 when it is all ASCII: text positions are then byte positions, and a
+ * string value is copied from here without a call per value.
+ */
+class AsciiText {
+  private bytes = new Uint8Array(4096);
+
+  /** The text's bytes (valid up to its length), or undefined when it is not all ASCII. */
+  bytesOf(s: string): Uint8Array | undefined {
+    if (this.bytes.length < 3 * s.length) this.bytes = new Uint8Array(3 * s.length);
+    return utf8.encodeInto(s, this.bytes).written === s.length ? this.bytes : undefined;
+  }
+}
+
+// Writes a column's value found at s[a, b) the fast way `op` says, copying from `bytes` when the
+// text is all ASCII; false to take the reference mapping instead.
+function writeFast(
+  w: ByteWriter,
+  op: number,
+  s: string,
+  bytes: Uint8Array | undefined,
+  a: number,
+  b: number,
+): boolean {
+  const c = s.charCodeAt(a);
+  switch (op) {
+    case STRING:
+      if (c !== 34) return false;
+      if (bytes !== undefined) w.bytes(bytes, a + 1, b - 1);
+      else w.string(s.slice(a + 1, b - 1));
+      return true;
+    case TEXT:
+      if (c !== 123 && c !== 91) return false;
+      if (bytes !== undefined) w.bytes(bytes, a, b);
+      else w.string(s.slice(a, b));
+      return true;
+    case INT64: {
+      const n = smallInteger(s, a, b);
+      if (Number.isNaN(n)) return false;
+      w.i64(n);
+      return true;
+    }
+    case INT32: {
+      const n = smallInteger(s, a, b);
+      if (Number.isNaN(n)) return false;
+      w.u32(n >>> 0);
+      return true;
+    }
+    case BOOL:
+      if (c !== 116 && c !== 102) return false;
+      w.u8(c === 116 ? 1 : 0);
+      return true;
+    case DATETIME:
+    case DATETIME64_3: {
+      const ms = c === 34 ? rfc3339Millis(s, a + 1, b - 1) : Number.NaN;
+      if (Number.isNaN(ms)) return false;
+      if (op === DATETIME) w.u32(clampDateTime(Math.floor(ms / 1000)));
+      else w.i64(ms);
+      return true;
+    }
+    case MAP:
+      return c === 123 && mapOfLists(w, s, a, b);
+  }
+  return false;
 }
 
 // By column set, table types and server profile: the worker gets its columns anew with each task.

@@ -4,18 +4,12 @@ import { type ClickHouseClient, ClickHouseLogLevel, createClient } from '@clickh
 import type { ColumnSpec } from '../../../catalogue/types.ts';
 import type { Logger } from '../../../shared/logger.ts';
 import { withSinkContract } from '../contract.ts';
-import { type Sink, SinkError } from '../types.ts';
+import { type Batch, type Sink, SinkError } from '../types.ts';
 import type { ClickHouseSinkConfig } from './config.ts';
 import { byTable, type TableFor, type TableRecords } from './encode.ts';
 import { encodeInWorker } from './encode-pool.ts';
-import {
-  addColumnSql,
-  createDatabaseSql,
-  createTableSql,
-  quoteIdent,
-  type ServerProfile,
-  serverProfile,
-} from './schema.ts';
+import { quoteIdent, type ServerProfile } from './schema.ts';
+import { ServerTables } from './server-tables.ts';
 
 /** What the ClickHouse sink needs: settings, the catalogue's table lookup, the logger. */
 export interface ClickHouseSinkDeps {
@@ -95,9 +89,21 @@ function loggerClass(logger: Logger) {
 
 /** Builds the ClickHouse sink: creates database and tables on first use, one insert per table per batch. */
 export function createClickHouseSink(deps: ClickHouseSinkDeps): Sink {
-  const { config, tableFor, lowCardinality } = deps;
+  const { config, tableFor } = deps;
   const log = deps.logger.child({ sink: 'clickhouse', url: config.url });
-  const client: ClickHouseClient = createClient({
+  const client = openClient(config, log);
+  const tables = new ServerTables(client, config.database, log, deps.lowCardinality);
+  const target: Target = { client, config, tables, tableFor };
+  return withSinkContract('clickhouse', {
+    write: (batch) => writeBatch(batch, target),
+    async close() {
+      await client.close();
+    },
+  });
+}
+
+function openClient(config: ClickHouseSinkConfig, log: Logger): ClickHouseClient {
+  return createClient({
     url: config.url,
     username: config.user,
     password: config.password,
@@ -106,122 +112,77 @@ export function createClickHouseSink(deps: ClickHouseSinkDeps): Sink {
     application: 'agent-ingress',
     log: { LoggerClass: loggerClass(log), level: ClickHouseLogLevel.WARN },
   });
-  let profile: ServerProfile | undefined;
-  let databaseReady = false;
-  // Per table made ready: the type of each of its columns, as the server has it.
-  const ready = new Map<string, Map<string, string>>();
+}
 
-  async function ensureProfile(): Promise<ServerProfile> {
-    if (profile) return profile;
-    const rs = await client.query({ query: 'SELECT version() AS v', format: 'JSONEachRow' });
-    const [row] = await rs.json<{ v: string }>();
-    profile = serverProfile(row.v);
-    log.info({ version: row.v, modern: profile.modern }, 'clickhouse server version');
-    return profile;
+/** Where a batch goes: the client, the settings, what the server has, and each record's table. */
+interface Target {
+  client: ClickHouseClient;
+  config: ClickHouseSinkConfig;
+  tables: ServerTables;
+  tableFor: TableFor;
+}
+
+/** Splits the batch by table, makes each table ready, encodes the rows in a worker, inserts them. */
+async function writeBatch(batch: Batch, target: Target): Promise<void> {
+  let profile: ServerProfile;
+  try {
+    profile = await target.tables.serverProfile();
+  } catch (err) {
+    throw clickHouseSinkError(err);
   }
+  try {
+    const groups = [...byTable(batch, target.tableFor).values()];
+    const names = groups.map((group) => tableName(target.config, group));
+    const types: string[][] = [];
+    for (const [i, group] of groups.entries()) {
+      types.push(await target.tables.columnTypes(names[i], group.target.columns, profile));
+    }
+    const chunks = groups.map((group, i) => ({
+      columns: group.target.columns,
+      types: types[i],
+      jsons: group.jsons,
+    }));
+    const rows = await encodeInWorker({ modern: profile.modern, tables: chunks });
+    // One insert per table; a failure after an earlier table succeeded replays that table's
+    // rows too (at-least-once: duplicates carry the same event_id).
+    for (const [i, group] of groups.entries()) {
+      await insert(target, names[i], group.target.columns, rows[i]);
+    }
+  } catch (err) {
+    throw clickHouseSinkError(err);
+  }
+}
 
-  async function existingColumns(table: string): Promise<Map<string, string>> {
-    // Literals, not query parameters: 18.16 has none; both names are checked plain identifiers.
-    const rs = await client.query({
-      query: `SELECT name, type FROM system.columns WHERE database = '${config.database}' AND table = '${table}'`,
-      format: 'JSONEachRow',
+function tableName(config: ClickHouseSinkConfig, group: TableRecords): string {
+  const table = `${config.tablePrefix}${group.target.table}`;
+  if (!IDENTIFIER.test(table)) {
+    throw new SinkError(
+      `clickhouse: table name ${JSON.stringify(table)} is not an identifier`,
+      false,
+    );
+  }
+  return table;
+}
+
+// The columns are named: the table may hold them in another order, or hold more.
+async function insert(
+  { client, config, tables }: Target,
+  table: string,
+  columns: readonly ColumnSpec[],
+  rows: Uint8Array,
+): Promise<void> {
+  const names = columns.map((c) => quoteIdent(c.name)).join(', ');
+  try {
+    const { stream } = await client.exec({
+      query: `INSERT INTO ${quoteIdent(config.database)}.${quoteIdent(table)} (${names}) FORMAT RowBinary`,
+      values: Readable.from([rows]),
     });
-    return new Map((await rs.json<{ name: string; type: string }>()).map((r) => [r.name, r.type]));
+    // The answer of an insert is empty; read to its end so the connection is reused.
+    await finished(stream.resume());
+  } catch (err) {
+    // Dropped behind our back (unknown table 60, unknown database 81): the next (parked)
+    // attempt creates it again.
+    if (serverCode(err) === 60 || serverCode(err) === 81) tables.forget(table);
+    throw err;
   }
-
-  // Create if missing, then add columns the catalogue gained since (fields are only ever added).
-  // Rows are encoded for the types the table has, which an older version may have chosen.
-  async function ensureTable(
-    table: string,
-    columns: readonly ColumnSpec[],
-    p: ServerProfile,
-  ): Promise<string[]> {
-    let have = ready.get(table);
-    if (have === undefined) {
-      if (!databaseReady) {
-        await client.command({ query: createDatabaseSql(config.database) });
-        databaseReady = true;
-      }
-      const ddl = { database: config.database, table, columns, profile: p, lowCardinality };
-      await client.command({ query: createTableSql(ddl) });
-      have = await existingColumns(table);
-      let added = false;
-      for (const column of columns) {
-        if (have.has(column.name)) continue;
-        await client.command({ query: addColumnSql({ ...ddl, column }) });
-        log.info({ table, column: column.name }, 'added column');
-        added = true;
-      }
-      if (added) have = await existingColumns(table);
-      ready.set(table, have);
-    }
-    const types = have;
-    return columns.map((c) => types.get(c.name) ?? '');
-  }
-
-  function tableName(group: TableRecords): string {
-    const table = `${config.tablePrefix}${group.target.table}`;
-    if (!IDENTIFIER.test(table)) {
-      throw new SinkError(
-        `clickhouse: table name ${JSON.stringify(table)} is not an identifier`,
-        false,
-      );
-    }
-    return table;
-  }
-
-  // The columns are named: the table may hold them in another order, or hold more.
-  async function insert(table: string, columns: readonly ColumnSpec[], rows: Uint8Array) {
-    const names = columns.map((c) => quoteIdent(c.name)).join(', ');
-    try {
-      const { stream } = await client.exec({
-        query: `INSERT INTO ${quoteIdent(config.database)}.${quoteIdent(table)} (${names}) FORMAT RowBinary`,
-        values: Readable.from([rows]),
-      });
-      // The answer of an insert is empty; read to its end so the connection is reused.
-      await finished(stream.resume());
-    } catch (err) {
-      // Dropped behind our back: forget it so the next (parked) attempt creates it again.
-      if (serverCode(err) === 60 || serverCode(err) === 81) {
-        ready.delete(table);
-        databaseReady = false;
-      }
-      throw err;
-    }
-  }
-
-  return withSinkContract('clickhouse', {
-    async write(batch) {
-      let p: ServerProfile;
-      try {
-        p = await ensureProfile();
-      } catch (err) {
-        throw clickHouseSinkError(err);
-      }
-      try {
-        const groups = [...byTable(batch, tableFor).values()];
-        const tables = groups.map(tableName);
-        const types: string[][] = [];
-        for (const [i, group] of groups.entries()) {
-          types.push(await ensureTable(tables[i], group.target.columns, p));
-        }
-        const chunks = groups.map((group, i) => ({
-          columns: group.target.columns,
-          types: types[i],
-          jsons: group.jsons,
-        }));
-        const rows = await encodeInWorker({ modern: p.modern, tables: chunks });
-        // One insert per table; a failure after an earlier table succeeded replays that table's
-        // rows too (at-least-once: duplicates carry the same event_id).
-        for (const [i, group] of groups.entries()) {
-          await insert(tables[i], group.target.columns, rows[i]);
-        }
-      } catch (err) {
-        throw clickHouseSinkError(err);
-      }
-    },
-    async close() {
-      await client.close();
-    },
-  });
 }

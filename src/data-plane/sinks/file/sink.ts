@@ -1,18 +1,18 @@
-import { type FileHandle, lstat, mkdir, open, readdir, rename } from 'node:fs/promises';
-import { join, relative, sep } from 'node:path';
+import { type FileHandle, open, rename } from 'node:fs/promises';
+import { join } from 'node:path';
 import { fsyncDir } from '../../../shared/files/fsync-dir.ts';
 import { pathExists } from '../../../shared/files/path-exists.ts';
 import type { Logger } from '../../../shared/logger.ts';
 import { withSinkContract } from '../contract.ts';
-import { type Sink, SinkError } from '../types.ts';
+import { type Batch, type Sink, SinkError } from '../types.ts';
 import type { FileSinkConfig } from './config.ts';
+import { finishLeftOpen, OPEN_SUFFIX } from './recovery.ts';
 
 // On-disk layout: the file being written is `events-<UTC yyyymmddThhmmssZ>-<seq>.ndjson.open`;
 // rotation (size, age, close) fsyncs it and renames it to drop `.open`, so a reader that ignores
 // `*.open` only ever sees complete files. A leftover `.open` file (crash) is trimmed to its last
-// complete line and renamed at the next start. One directory belongs to one destination.
-
-const OPEN_SUFFIX = '.open';
+// complete line and renamed at the next start (recovery.ts). One directory belongs to one
+// destination.
 
 /** What the file sink needs: its validated settings and the service logger. */
 export interface FileSinkDeps {
@@ -53,94 +53,100 @@ function utcStamp(date: Date): string {
     .replace(/\.\d{3}/, '');
 }
 
-// Creates dir one component at a time from root down, refusing a symbolic link anywhere on the
-// way: a link planted in an account's directory must not lead its events somewhere else.
-async function makeDirInside(root: string, dir: string): Promise<void> {
-  await mkdir(root, { recursive: true });
-  let current = root;
-  for (const part of ['', ...relative(root, dir).split(sep).filter(Boolean)]) {
-    current = join(current, part);
-    await mkdir(current).catch((err: NodeJS.ErrnoException) => {
-      if (err.code !== 'EEXIST') throw err;
-    });
-    if ((await lstat(current)).isSymbolicLink()) {
-      throw new SinkError(
-        `file sink: ${current} is a symbolic link; a destination's directory may not pass through one`,
-        false,
-      );
-    }
-  }
-}
-
-// Cuts a crashed file after its last newline: a partial line was never acknowledged.
-async function trimPartialLine(path: string): Promise<void> {
-  const fh = await open(path, 'r+');
-  try {
-    const { size } = await fh.stat();
-    const chunk = Buffer.alloc(64 * 1024);
-    let end = size;
-    while (end > 0) {
-      const start = Math.max(0, end - chunk.length);
-      const { bytesRead } = await fh.read(chunk, 0, end - start, start);
-      const nl = chunk.subarray(0, bytesRead).lastIndexOf(0x0a);
-      if (nl >= 0) {
-        end = start + nl + 1;
-        break;
-      }
-      end = start;
-    }
-    if (end < size) {
-      await fh.truncate(end);
-      await fh.sync();
-    }
-  } finally {
-    await fh.close();
-  }
-}
-
 /** Builds the NDJSON file sink: rotating files, fsync'd before write() resolves. */
 export function createFileSink(deps: FileSinkDeps): Sink {
-  const { root, dir, maxFileBytes, maxFileAgeMs } = deps.config;
-  const log = deps.logger.child({ sink: 'file', dir });
-  let ready = false;
-  let seq = 0;
-  let active: ActiveFile | undefined;
-  let chain: Promise<unknown> = Promise.resolve();
+  const files = new RotatingFiles(deps);
+  // Finish what a crash left open now, not at this destination's next event: readers skip
+  // `.open` files, so acknowledged events must not wait for traffic that may never come.
+  // On failure the next write tries again (and reports the error).
+  files
+    .serial(() => files.recover())
+    .catch((err) => files.log.warn({ err }, 'cannot finish files left open yet'));
+  return withSinkContract('file', {
+    write: (batch) => files.serial(() => files.write(batch)),
+    close: () => files.serial(() => files.finish()),
+  });
+}
+
+/** The sink's directory and the file open in it, written and rotated one operation at a time. */
+class RotatingFiles {
+  readonly log: Logger;
+  private readonly config: FileSinkConfig;
+  /** Files left open by a previous run are finished (recover()). */
+  private ready = false;
+  private seq = 0;
+  private active: ActiveFile | undefined;
+  private chain: Promise<unknown> = Promise.resolve();
+
+  constructor(deps: FileSinkDeps) {
+    this.config = deps.config;
+    this.log = deps.logger.child({ sink: 'file', dir: deps.config.dir });
+  }
 
   // Writes, rotations and close run one after another: a file is never renamed mid-write.
-  function serial<T>(op: () => Promise<T>): Promise<T> {
-    const run = chain.then(op);
-    chain = run.catch(() => {});
+  serial<T>(op: () => Promise<T>): Promise<T> {
+    const run = this.chain.then(op);
+    this.chain = run.catch(() => {});
     return run;
   }
 
-  async function recover(): Promise<void> {
-    await makeDirInside(root, dir);
-    for (const name of await readdir(dir)) {
-      if (!name.endsWith(OPEN_SUFFIX)) continue;
-      const path = join(dir, name);
-      await trimPartialLine(path);
-      await rename(path, path.slice(0, -OPEN_SUFFIX.length));
-      log.info({ file: name }, 'finished a file left open by a previous run');
-    }
-    await fsyncDir(dir);
-    ready = true;
+  async recover(): Promise<void> {
+    await finishLeftOpen(this.config.root, this.config.dir, this.log);
+    this.ready = true;
   }
 
-  async function openNext(): Promise<ActiveFile> {
+  /** Appends the batch to the open file (rotating first when it would pass maxFileBytes). */
+  async write(batch: Batch): Promise<void> {
+    const size = batch.bytes;
+    try {
+      if (!this.ready) await this.recover();
+      const { active } = this;
+      if (active && active.size > 0 && active.size + size > this.config.maxFileBytes) {
+        await this.finish();
+      }
+      this.active ??= await this.openNext();
+      const file = this.active;
+      try {
+        await writeAll(
+          file,
+          batch.blocks.map((block) => block.text),
+          size,
+        );
+        file.size += size;
+      } catch (err) {
+        // Drop what part of the batch reached the file, then start a fresh file next time.
+        await file.fh.truncate(file.size).catch(() => {});
+        await this.finish().catch(() => {});
+        throw err;
+      }
+    } catch (err) {
+      throw fileSinkError(err);
+    }
+  }
+
+  /** Closes the open file and renames it to its finished name. */
+  async finish(): Promise<void> {
+    const file = this.active;
+    if (!file) return;
+    this.active = undefined;
+    clearTimeout(file.timer);
+    await file.fh.close();
+    const { dir } = this.config;
+    await rename(join(dir, file.name + OPEN_SUFFIX), join(dir, file.name));
+    await fsyncDir(dir);
+  }
+
+  private async openNext(): Promise<ActiveFile> {
+    const { dir, maxFileAgeMs } = this.config;
     const stamp = utcStamp(new Date());
     for (;;) {
-      const name = `events-${stamp}-${String(seq++).padStart(6, '0')}.ndjson`;
+      const name = `events-${stamp}-${String(this.seq++).padStart(6, '0')}.ndjson`;
       // Same second after a restart: a name is taken (finished or open), try the next number.
       if (await pathExists(join(dir, name))) continue;
       try {
         const fh = await open(join(dir, name + OPEN_SUFFIX), 'wx');
         await fsyncDir(dir);
-        const timer = setTimeout(() => {
-          serial(async () => {
-            if (active?.name === name) await finish();
-          }).catch((err) => log.warn({ err }, 'age rotation failed'));
-        }, maxFileAgeMs);
+        const timer = setTimeout(() => this.rotateAged(name), maxFileAgeMs);
         timer.unref();
         return { fh, name, size: 0, timer };
       } catch (err) {
@@ -149,63 +155,22 @@ export function createFileSink(deps: FileSinkDeps): Sink {
     }
   }
 
-  async function finish(): Promise<void> {
-    const file = active;
-    if (!file) return;
-    active = undefined;
-    clearTimeout(file.timer);
-    await file.fh.close();
-    await rename(join(dir, file.name + OPEN_SUFFIX), join(dir, file.name));
-    await fsyncDir(dir);
+  private rotateAged(name: string): void {
+    this.serial(async () => {
+      if (this.active?.name === name) await this.finish();
+    }).catch((err) => this.log.warn({ err }, 'age rotation failed'));
   }
+}
 
-  // The batch's blocks in one writev (a short write, or more blocks than the OS takes at once,
-  // goes on with the rest), then one fdatasync.
-  async function writeAll(file: ActiveFile, chunks: readonly Buffer[], size: number) {
-    let written = 0;
-    while (written < size) {
-      const { bytesWritten } = await file.fh.writev(rest(chunks, written), file.size + written);
-      written += bytesWritten;
-    }
-    await file.fh.datasync();
+// The batch's blocks in one writev (a short write, or more blocks than the OS takes at once,
+// goes on with the rest), then one fdatasync.
+async function writeAll(file: ActiveFile, chunks: readonly Buffer[], size: number) {
+  let written = 0;
+  while (written < size) {
+    const { bytesWritten } = await file.fh.writev(rest(chunks, written), file.size + written);
+    written += bytesWritten;
   }
-
-  // Finish what a crash left open now, not at this destination's next event: readers skip
-  // `.open` files, so acknowledged events must not wait for traffic that may never come.
-  // On failure the next write tries again (and reports the error).
-  serial(recover).catch((err) => log.warn({ err }, 'cannot finish files left open yet'));
-
-  return withSinkContract('file', {
-    write(batch) {
-      return serial(async () => {
-        const size = batch.bytes;
-        try {
-          if (!ready) await recover();
-          if (active && active.size > 0 && active.size + size > maxFileBytes) await finish();
-          active ??= await openNext();
-          const file = active;
-          try {
-            await writeAll(
-              file,
-              batch.blocks.map((block) => block.text),
-              size,
-            );
-            file.size += size;
-          } catch (err) {
-            // Drop what part of the batch reached the file, then start a fresh file next time.
-            await file.fh.truncate(file.size).catch(() => {});
-            await finish().catch(() => {});
-            throw err;
-          }
-        } catch (err) {
-          throw fileSinkError(err);
-        }
-      });
-    },
-    close() {
-      return serial(finish);
-    },
-  });
+  await file.fh.datasync();
 }
 
 /** The chunks without their first `skip` bytes (views, no copy). */

@@ -11,8 +11,9 @@ import {
   FilterError,
 } from '../../../data-plane/filter/index.ts';
 import { AppError } from '../../../shared/errors.ts';
-import { SOURCE_SCHEMA, SOURCE_UPDATE_SCHEMA } from '../resources.ts';
+import type { EventSourceRow } from '../../../store/event-subscriptions.ts';
 import { checkShape, FIELD_CODES } from '../validate.ts';
+import { SOURCE_SCHEMA, SOURCE_UPDATE_SCHEMA } from './resource.ts';
 
 // A subscription's sources: which event kinds it delivers, each with a CEL filter and a field
 // selection (traffic kinds only). Both are compiled here, when the subscription is written, so
@@ -25,6 +26,16 @@ export interface SourceInput {
   filter: string;
   fields: string[];
   sample_rate: number;
+}
+
+/** An event source as the API shows it: its type, filter, field selection, sample rate and URI. */
+export function presentSource(
+  source: Pick<EventSourceRow, 'subscription_id' | 'type' | 'filter' | 'fields' | 'sample_rate'>,
+  publicUrl: string,
+) {
+  const { subscription_id: id, type, filter, fields, sample_rate } = source;
+  const uri = `${publicUrl}/event_subscriptions/${id}/sources/${type}`;
+  return { type, filter, fields, sample_rate, uri };
 }
 
 function unknownEventType(type: string, field: string): AppError {

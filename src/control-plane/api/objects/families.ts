@@ -1,10 +1,15 @@
+import { AGENT_INGRESSES_FAMILY } from '../agent-ingresses/family.ts';
+import { API_KEYS_FAMILY } from '../api-keys/family.ts';
 import { CERTIFICATE_AUTHORITIES_FAMILY } from '../certificate-authorities/family.ts';
 import { CREDENTIALS_FAMILY } from '../credentials/family.ts';
+import { EVENT_DESTINATIONS_FAMILY } from '../event-destinations/family.ts';
+import { EVENT_SUBSCRIPTIONS_FAMILY } from '../event-subscriptions/family.ts';
 import { IP_POLICIES_FAMILY } from '../ip-policies/family.ts';
 import { IP_POLICY_RULES_FAMILY } from '../ip-policy-rules/family.ts';
 import { IP_RESTRICTIONS_FAMILY } from '../ip-restrictions/family.ts';
 import { RESERVED_ADDRS_FAMILY } from '../reserved-addrs/family.ts';
 import { RESERVED_DOMAINS_FAMILY } from '../reserved-domains/family.ts';
+import type { Resource } from '../resource-types.ts';
 import { SSH_CERTIFICATE_AUTHORITIES_FAMILY } from '../ssh-certificate-authorities/family.ts';
 import {
   SSH_HOST_CERTIFICATES_FAMILY,
@@ -14,8 +19,12 @@ import { SSH_CREDENTIALS_FAMILY } from '../ssh-credentials/family.ts';
 import { TLS_CERTIFICATES_FAMILY } from '../tls-certificates/family.ts';
 import type { Family } from './family.ts';
 
-/** Every family of account objects, in the order the API registers them (one line each). */
+/** Every REST resource's family, in the order the API registers them (one line each). */
 export const FAMILIES: readonly Family[] = [
+  API_KEYS_FAMILY,
+  AGENT_INGRESSES_FAMILY,
+  EVENT_DESTINATIONS_FAMILY,
+  EVENT_SUBSCRIPTIONS_FAMILY,
   CREDENTIALS_FAMILY,
   CERTIFICATE_AUTHORITIES_FAMILY,
   TLS_CERTIFICATES_FAMILY,
@@ -29,3 +38,6 @@ export const FAMILIES: readonly Family[] = [
   SSH_HOST_CERTIFICATES_FAMILY,
   SSH_USER_CERTIFICATES_FAMILY,
 ];
+
+/** Every resource, in that order: the OpenAPI document, the CLI and the isolation sweep loop over it. */
+export const RESOURCES: readonly Resource[] = FAMILIES.map((family) => family.resource);

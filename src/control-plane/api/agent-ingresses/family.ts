@@ -14,8 +14,8 @@ import {
   samePolicy,
 } from '../../certs/policy.ts';
 import { presentJob } from '../../certs/subjects.ts';
-import type { Family } from '../objects/family.ts';
-import { ownTable, type StoredObject } from '../objects/storage.ts';
+import type { Family, StoredObject } from '../objects/family.ts';
+import { ownTable } from '../objects/storage.ts';
 import { normalizeDomain } from './domain.ts';
 import { AGENT_INGRESSES } from './resource.ts';
 

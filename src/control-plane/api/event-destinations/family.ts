@@ -9,8 +9,8 @@ import {
 import { AppError } from '../../../shared/errors.ts';
 import type { Keyring } from '../../../shared/secrets.ts';
 import { isUniqueViolation, type Queryable } from '../../../store/db.ts';
-import type { Family, FamilyContext } from '../objects/family.ts';
-import { ownTable, type StoredObject } from '../objects/storage.ts';
+import type { Family, FamilyContext, StoredObject } from '../objects/family.ts';
+import { ownTable } from '../objects/storage.ts';
 import { EVENT_DESTINATIONS } from './resource.ts';
 import { completeTarget, presentTarget, readTarget, type TargetInput } from './target.ts';
 import { addDestinationTestAction } from './test-action.ts';

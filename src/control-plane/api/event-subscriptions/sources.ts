@@ -127,13 +127,8 @@ export function readSource(value: unknown, where: string): SourceInput {
   return source;
 }
 
-/** Reads a request's `sources` list: each source checked, each event kind at most once. */
-export function readSources(value: unknown): SourceInput[] {
-  if (!Array.isArray(value)) {
-    throw new AppError('ERR_INVALID_FIELD', '"sources" must be a list of sources', {
-      field: 'sources',
-    });
-  }
+/** Reads a request's `sources` (a list, as declared): each source checked, each event kind at most once. */
+export function readSources(value: unknown[]): SourceInput[] {
   const seen = new Set<string>();
   return value.map((item, index) => {
     const source = readSource(item, `sources[${index}]`);

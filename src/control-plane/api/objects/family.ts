@@ -2,12 +2,10 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Config } from '../../../config/load.ts';
 import type { Caller } from '../../../shared/caller.ts';
 import type { Keyring } from '../../../shared/secrets.ts';
+import type { AccountObjectRow } from '../../../store/account-objects.ts';
 import type { Queryable } from '../../../store/db.ts';
 import type { ApiDeps } from '../deps.ts';
 import type { JsonObject, Resource } from '../resource-types.ts';
-import type { Storage, StoredObject } from './storage.ts';
-
-export type { StoredObject } from './storage.ts';
 
 /**
  * One family of REST objects (API keys, Agent Ingresses, event destinations and subscriptions,
@@ -59,6 +57,36 @@ export interface Family {
   live?(object: StoredObject, deps: ApiDeps): JsonObject;
   /** Routes of its own beyond CRUD (actions, sub-collections); declare them as extraRoutes too. */
   routes?(app: FastifyInstance, kit: FamilyKit): void;
+}
+
+/** A stored object of a family, whatever its table: common columns, `fields` for the rest. */
+export type StoredObject = AccountObjectRow;
+
+/**
+ * Where a family keeps its objects: a kind of account_objects (most families), or a table of its
+ * own (API keys, Agent Ingresses, event destinations and subscriptions) seen through the same
+ * shape. The generic routes call only these.
+ */
+export interface Storage {
+  /** One object of the account; `lock` holds it until the change's transaction ends. */
+  get(
+    db: Queryable,
+    accountId: string,
+    id: string,
+    lock: boolean,
+  ): Promise<StoredObject | undefined>;
+  /** A page of the account's objects, newest first (pagination.ts). */
+  page(
+    db: Queryable,
+    accountId: string,
+    limit: number,
+    beforeId: string | undefined,
+  ): Promise<{ rows: StoredObject[]; more: boolean }>;
+  /** Stores a new object; a clash of a unique key throws the store's unique violation. */
+  insert(tx: Queryable, object: StoredObject): Promise<void>;
+  /** Writes an object's changed values back. */
+  update(tx: Queryable, object: StoredObject): Promise<void>;
+  delete(tx: Queryable, object: StoredObject): Promise<void>;
 }
 
 /** What a create stores. */

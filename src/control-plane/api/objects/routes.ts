@@ -8,9 +8,9 @@ import type { JsonObject, Resource } from '../resource-types.ts';
 import { auditEvent, notFound } from '../resources.ts';
 import { routingChange } from '../routing-change.ts';
 import { acceptPathEchoes, readBody, rejectUnstorableStrings } from '../validate.ts';
-import type { Draft, Family, FamilyContext, FamilyKit, Update } from './family.ts';
+import type { Draft, Family, FamilyContext, FamilyKit, StoredObject, Update } from './family.ts';
 import { presentObject } from './present.ts';
-import { accountObjects, newObject, type StoredObject } from './storage.ts';
+import { accountObjects, newObject } from './storage.ts';
 
 type Change = 'created' | 'updated' | 'deleted';
 type ById = FastifyRequest<{ Params: { id: string } }>;

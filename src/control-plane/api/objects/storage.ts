@@ -1,6 +1,5 @@
 import { newId } from '../../../shared/ids.ts';
 import {
-  type AccountObjectRow,
   deleteObject,
   getObject,
   insertObject,
@@ -9,37 +8,7 @@ import {
 import type { Queryable } from '../../../store/db.ts';
 import { deleteOwn, type OwnTable, selectOwn, selectPage } from '../../../store/pages.ts';
 import type { JsonObject, Resource } from '../resource-types.ts';
-import type { Draft } from './family.ts';
-
-/** A stored object of a family, whatever its table: common columns, `fields` for the rest. */
-export type StoredObject = AccountObjectRow;
-
-/**
- * Where a family keeps its objects: a kind of account_objects (most families), or a table of its
- * own (API keys, Agent Ingresses, event destinations and subscriptions) seen through the same
- * shape. The generic routes call only these.
- */
-export interface Storage {
-  /** One object of the account; `lock` holds it until the change's transaction ends. */
-  get(
-    db: Queryable,
-    accountId: string,
-    id: string,
-    lock: boolean,
-  ): Promise<StoredObject | undefined>;
-  /** A page of the account's objects, newest first (pagination.ts). */
-  page(
-    db: Queryable,
-    accountId: string,
-    limit: number,
-    beforeId: string | undefined,
-  ): Promise<{ rows: StoredObject[]; more: boolean }>;
-  /** Stores a new object; a clash of a unique key throws the store's unique violation. */
-  insert(tx: Queryable, object: StoredObject): Promise<void>;
-  /** Writes an object's changed values back. */
-  update(tx: Queryable, object: StoredObject): Promise<void>;
-  delete(tx: Queryable, object: StoredObject): Promise<void>;
-}
+import type { Draft, Storage, StoredObject } from './family.ts';
 
 /**
  * A new object of `resource` from a family's draft, the body's description and metadata and the

@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { enableCompileCache } from 'node:module';
 import { join } from 'node:path';
+import { helpText } from './config/describe.ts';
 import { ConfigError, loadConfig } from './config/load.ts';
 import { setHeapGrowth } from './shared/heap-growth.ts';
 import { StoreInUseError } from './store/store-lock.ts';
@@ -12,6 +13,12 @@ process.umask(0o077);
 /** The settings that choose where the service listens, named when a listener cannot start. */
 const LISTEN_SETTINGS =
   'HOST, PORT, GRPC_PORT, SSH_PORT, EDGE_HTTP_PORT, EDGE_HTTPS_PORT, DNS_PORT, INTERNAL_URL';
+
+// `npm start -- --help`: the settings, whatever the environment holds; nothing is started.
+if (process.argv.slice(2).some((arg) => arg === '--help' || arg === '-h')) {
+  process.stdout.write(helpText());
+  process.exit(0);
+}
 
 let config: ReturnType<typeof loadConfig>;
 try {

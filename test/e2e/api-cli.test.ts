@@ -15,9 +15,9 @@ import { pgliteStore, type TestStore } from '../helpers/stores.ts';
 let service: Service;
 let store: TestStore;
 
-/** The `npm run cli -- api` commands of README's "Command line" section, one per command. */
+/** The `npm run cli -- api` commands of the "Command line" section of docs/rest-api.md, one per command. */
 function readmeCommands(): string[] {
-  const readme = readFileSync(join(SERVICE_DIR, 'README.md'), 'utf8');
+  const readme = readFileSync(join(SERVICE_DIR, 'docs', 'rest-api.md'), 'utf8');
   const section = readme.slice(readme.indexOf('### Command line'), readme.indexOf('### Errors'));
   const block = /```sh\n([\s\S]*?)```/.exec(section)![1];
   return block
@@ -239,7 +239,7 @@ describe('cli api', () => {
     });
   });
 
-  it('runs every command of README\'s "Command line" section as written', async () => {
+  it('runs every command of the "Command line" section of docs/rest-api.md as written', async () => {
     const commands = readmeCommands();
     expect(commands.length).toBeGreaterThanOrEqual(8);
     const ids: Record<string, string> = {};

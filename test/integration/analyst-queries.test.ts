@@ -13,14 +13,17 @@ import {
 } from '../helpers/service.ts';
 import { pgliteStore, type TestStore } from '../helpers/stores.ts';
 
-/** The SQL blocks of README's "Analyst queries" section, in order. */
+/** The SQL blocks of the "Analyst queries" section of docs/clickhouse.md, in order. */
 function readmeQueries(): string[] {
-  const readme = readFileSync(join(import.meta.dirname, '..', '..', 'README.md'), 'utf8');
+  const readme = readFileSync(
+    join(import.meta.dirname, '..', '..', 'docs', 'clickhouse.md'),
+    'utf8',
+  );
   const section = readme.split('### Analyst queries')[1].split('\n## ')[0];
   return [...section.matchAll(/```sql\n([\s\S]*?)```/g)].map((m) => m[1].trim());
 }
 
-describe("README's analyst queries against ClickHouse filled by the pipeline", () => {
+describe("docs/clickhouse.md's analyst queries against ClickHouse filled by the pipeline", () => {
   let store: TestStore;
   let service: Service;
   let api: ApiClient;

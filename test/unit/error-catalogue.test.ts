@@ -3,18 +3,18 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { AppError, ERROR_CODES, errorBody } from '../../src/shared/errors.ts';
 
-const README = readFileSync(join(import.meta.dirname, '..', '..', 'README.md'), 'utf8');
+const PAGE = readFileSync(join(import.meta.dirname, '..', '..', 'docs', 'rest-api.md'), 'utf8');
 
 describe('error catalogue', () => {
   it.each(Object.entries(ERROR_CODES))(
-    'documents %s with its status in the README',
+    'documents %s with its status in docs/rest-api.md',
     (code, { status }) => {
-      expect(README).toMatch(new RegExp(`\\| \`${code}\` \\| ${status} \\|`));
+      expect(PAGE).toMatch(new RegExp(`\\| \`${code}\` \\| ${status} \\|`));
     },
   );
 
-  it('documents no code the service does not have: the README table is the catalogue', () => {
-    const rows = [...README.matchAll(/^\| `(ERR_[A-Z_]+)` \| (\d{3}) \|/gm)];
+  it('documents no code the service does not have: the table of docs/rest-api.md is the catalogue', () => {
+    const rows = [...PAGE.matchAll(/^\| `(ERR_[A-Z_]+)` \| (\d{3}) \|/gm)];
     expect(rows.length).toBeGreaterThan(0);
     const documented = Object.fromEntries(rows.map(([, code, status]) => [code, Number(status)]));
     const declared = Object.fromEntries(

@@ -9,17 +9,17 @@ import {
 import type { Socket } from 'node:net';
 import { pipeline } from 'node:stream';
 import type { Logger } from '../../shared/logger.ts';
-import { TOO_MANY_CHANNELS } from '../sessions/registry.ts';
-import type { ChannelConnector } from './channel-agent.ts';
-import type { ChannelSocket } from './channel-socket.ts';
+import { TOO_MANY_STREAMS } from '../sessions/live-session.ts';
 import { errorPage, invalidStatus } from './edge-answers.ts';
 import { endToEndFields } from './proxy-headers.ts';
+import type { AgentStreams, StreamConnector } from './stream-pool.ts';
+import type { StreamSocket } from './stream-socket.ts';
 
-// One request to an agent and its answer back. The request goes on a pooled channel; one whose
-// channel closes before any byte of an answer, when that channel was a reused one (the agent's
-// server closed it as it went idle: the keep-alive race), is sent once more on a fresh channel,
+// One request to an agent and its answer back. The request goes on a pooled stream; one whose
+// stream closes before any byte of an answer, when that stream was a reused one (the agent's
+// server closed it as it went idle: the keep-alive race), is sent once more on a fresh stream,
 // if sending it again is safe: an idempotent method whose body is still at hand, or any method
-// before anything of it was sent. Otherwise, and for a fresh channel that fails, 502, as nginx
+// before anything of it was sent. Otherwise, and for a fresh stream that fails, 502, as nginx
 // does with one upstream (docs/decisions.md#edge-retry). The agent has EDGE_RESPONSE_TIMEOUT_MS
 // in all to start its answer (504); an answer after the edge's own is dropped, and one with a
 // status HTTP does not have is a 502.
@@ -30,20 +30,12 @@ const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE'])
 /** The most of an idempotent request's body kept for a retry; past it, no retry. */
 const REPLAY_BYTES = 64 * 1024;
 
-/** Where a request's channels come from. */
-export interface Channels {
-  /** The session's pool. */
-  pool: Agent;
-  /** A new channel outside the pool, for a retry. */
-  fresh: ChannelConnector;
-}
-
 /** What the agent answered, for the request's event. */
 export interface Answered {
   /** The agent's answer head's fields; undefined when the edge answered itself. */
   headers: IncomingMessage['headers'] | undefined;
   bodyBytes: number;
-  /** Whether the (last) attempt went on a channel reused from the pool. */
+  /** Whether the (last) attempt went on a stream reused from the pool. */
   reused: boolean;
 }
 
@@ -57,7 +49,7 @@ export interface ForwardOptions {
 
 /** Sends `request` to the agent and streams its answer to `response`; what was answered. */
 export function forwardRequest(
-  channels: Channels,
+  streams: AgentStreams,
   request: IncomingMessage,
   response: ServerResponse,
   { host, headers, timeoutMs, logger }: ForwardOptions,
@@ -73,8 +65,8 @@ export function forwardRequest(
     logger.info({ host, timeoutMs }, 'edge: the agent did not answer in time (504)');
     errorPage(response, 504, `The agent for ${host} did not answer in time.`);
   }, timeoutMs);
-  let current = attempt({ agent: channels.pool });
-  // A client that leaves takes its request to the agent with it: its channel is freed at once.
+  let current = attempt({ agent: streams.pool });
+  // A client that leaves takes its request to the agent with it: its stream is freed at once.
   response.once('close', () => {
     clearTimeout(timer);
     clientGone = !response.writableFinished;
@@ -82,10 +74,10 @@ export function forwardRequest(
   });
   return answered;
 
-  function attempt(via: { agent: Agent } | { createConnection: ChannelConnector }) {
+  function attempt(via: { agent: Agent } | { createConnection: StreamConnector }) {
     const upstream = httpRequest({ method, path: request.url, headers, ...via });
     let readBefore = 0;
-    upstream.once('socket', (socket: Socket | ChannelSocket) => {
+    upstream.once('socket', (socket: Socket | StreamSocket) => {
       readBefore = socket.bytesRead;
       answered.reused = upstream.reusedSocket;
     });
@@ -95,12 +87,12 @@ export function forwardRequest(
       const silent = (upstream.socket?.bytesRead ?? 0) === readBefore;
       if (!retried && upstream.reusedSocket && silent && body.replayable) {
         retried = true;
-        logger.debug({ err: error, host }, 'edge: a reused channel closed; retrying on a new one');
-        current = attempt({ createConnection: channels.fresh });
+        logger.debug({ err: error, host }, 'edge: a reused stream closed; retrying on a new one');
+        current = attempt({ createConnection: streams.fresh });
         return;
       }
       clearTimeout(timer);
-      const busy = (error as NodeJS.ErrnoException).code === TOO_MANY_CHANNELS;
+      const busy = (error as NodeJS.ErrnoException).code === TOO_MANY_STREAMS;
       logger.info({ err: error, host }, 'edge: the request to the agent failed');
       errorPage(
         response,

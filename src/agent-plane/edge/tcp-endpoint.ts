@@ -3,13 +3,13 @@ import type { Config } from '../../config/load.ts';
 import type { ListenerLimit } from '../../shared/http/connection-limits.ts';
 import type { Logger } from '../../shared/logger.ts';
 import type { DecideEndpointIp } from '../sessions/ip-allowed.ts';
-import type { LiveSession } from '../sessions/registry.ts';
+import type { LiveSession } from '../sessions/live-session.ts';
 import type { EdgePublisher } from './publisher.ts';
 import { splice } from './splice.ts';
 import { publishConnectionOf } from './traffic-event.ts';
 
 // A TCP endpoint: the port of one of the account's reserved addresses, listened on while the
-// session that bound it lives. Each connection is one SSH channel to the agent, bytes both ways,
+// session that bound it lives. Each connection is one stream to the agent, bytes both ways,
 // and a tcp_connection_closed.v0 when it closes. An enforced `endpoints` IP restriction refuses
 // a client by closing its connection (ip_policy.decision `block`), and so does the endpoint's
 // MAX_CONNECTIONS (no event: nothing reached the agent).
@@ -85,15 +85,15 @@ async function serve(
     report(ipDecision, 0, 0);
     return;
   }
-  const channel = await session.openChannel({ ip: clientIp, port: socket.remotePort ?? 0 });
+  const stream = await session.openStream({ ip: clientIp, port: socket.remotePort ?? 0 });
   let bytesIn = 0;
   let bytesOut = 0;
   socket.on('data', (chunk: Buffer) => {
     bytesIn += chunk.length;
   });
-  channel.on('data', (chunk: Buffer) => {
+  stream.on('data', (chunk: Buffer) => {
     bytesOut += chunk.length;
   });
-  splice(socket, channel, () => report(ipDecision, bytesIn, bytesOut));
+  splice(socket, stream, () => report(ipDecision, bytesIn, bytesOut));
   socket.resume();
 }

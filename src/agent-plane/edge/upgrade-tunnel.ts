@@ -2,15 +2,15 @@ import { request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders 
 import type { Duplex } from 'node:stream';
 import { pipeline } from 'node:stream';
 import type { Logger } from '../../shared/logger.ts';
-import { TOO_MANY_CHANNELS } from '../sessions/registry.ts';
-import type { ChannelConnector } from './channel-agent.ts';
+import { TOO_MANY_STREAMS } from '../sessions/live-session.ts';
 import { CLIENT_CLOSED_REQUEST, invalidStatus, refuseUpgrade } from './edge-answers.ts';
 import { endToEndFields, responseHead } from './proxy-headers.ts';
 import { splice } from './splice.ts';
+import type { StreamConnector } from './stream-pool.ts';
 
-// A WebSocket (any Upgrade) through the edge: the request goes to the agent on a channel of its
+// A WebSocket (any Upgrade) through the edge: the request goes to the agent on a stream of its
 // own, as any request's head does (its fields rewritten the same way); a 101 joins the client's
-// socket and the channel, and bytes flow both ways untouched until either side closes. An agent
+// socket and the stream, and bytes flow both ways untouched until either side closes. An agent
 // that answers anything else has its answer passed on, and the connection ends there: no raw
 // tunnel is left for later requests to ride without events or rewritten fields.
 
@@ -26,8 +26,8 @@ export interface UpgradeOutcome {
 }
 
 export interface UpgradeOptions {
-  /** Opens the upgrade's channel. */
-  connect: ChannelConnector;
+  /** Opens the upgrade's stream. */
+  connect: StreamConnector;
   /** The routed host, for logs. */
   host: string;
   headers: OutgoingHttpHeaders;
@@ -84,17 +84,17 @@ export function tunnelUpgrade(
     outcome.requestBytes += chunk.length;
   });
 
-  upstream.on('upgrade', (answer, channel: Duplex, agentHead: Buffer) => {
+  upstream.on('upgrade', (answer, stream: Duplex, agentHead: Buffer) => {
     clearTimeout(timer);
     Object.assign(outcome, { statusCode: 101, headers: answer.headers });
     outcome.responseBytes += agentHead.length;
-    channel.on('data', (chunk: Buffer) => {
+    stream.on('data', (chunk: Buffer) => {
       outcome.responseBytes += chunk.length;
     });
     socket.write(responseHead(answer, endToEndFields(answer.rawHeaders, true)));
     if (agentHead.length > 0) socket.write(agentHead);
-    if (head.length > 0) channel.write(head);
-    splice(socket, channel, () => {});
+    if (head.length > 0) stream.write(head);
+    splice(socket, stream, () => {});
   });
   upstream.on('response', (answer) => {
     clearTimeout(timer);
@@ -121,7 +121,7 @@ export function tunnelUpgrade(
   });
   upstream.on('error', (error) => {
     if (outcome.statusCode !== 0 || socket.destroyed) return;
-    const busy = (error as NodeJS.ErrnoException).code === TOO_MANY_CHANNELS;
+    const busy = (error as NodeJS.ErrnoException).code === TOO_MANY_STREAMS;
     logger.info({ err: error, host }, 'edge: the upgrade request to the agent failed');
     refuse(busy ? 503 : 502, busy ? 'Service Unavailable' : 'Bad Gateway');
   });

@@ -18,8 +18,9 @@ import { bindRefusal, sessionRegion, tcpBind } from './bind-policy.ts';
 import { DISCONNECT_CODES, disconnectWith, refusalBytes } from './disconnect.ts';
 import { loadHostKey } from './host-key.ts';
 import type { IpAllowed } from './ip-allowed.ts';
+import { type LiveSession, TOO_MANY_STREAMS } from './live-session.ts';
 import { createLoginLimits, type Login } from './login-limits.ts';
-import { type LiveSession, type SessionRegistry, TOO_MANY_CHANNELS } from './registry.ts';
+import type { SessionRegistry } from './registry.ts';
 import {
   hasControlCharacters,
   recordable,
@@ -301,12 +302,12 @@ function serveAgent(
     const live: LiveSession = {
       facts: f,
       hostname,
-      openChannel(from) {
+      openStream(from) {
         if (channels >= config.maxChannelsPerSession) {
           const error = new Error(
             'the agent has too many requests open (MAX_CHANNELS_PER_SESSION)',
           );
-          return Promise.reject(Object.assign(error, { code: TOO_MANY_CHANNELS }));
+          return Promise.reject(Object.assign(error, { code: TOO_MANY_STREAMS }));
         }
         return new Promise((resolve, reject) => {
           client.forwardOut(bindAddr, bindPort, from.ip, from.port, (error, channel) => {

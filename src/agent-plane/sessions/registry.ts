@@ -1,4 +1,3 @@
-import type { Duplex } from 'node:stream';
 import type { Caller } from '../../shared/caller.ts';
 import { AppError } from '../../shared/errors.ts';
 import { newId } from '../../shared/ids.ts';
@@ -12,27 +11,14 @@ import {
   sessionOfAccount,
 } from '../../store/agent-sessions.ts';
 import type { Db } from '../../store/db.ts';
-import { type SessionFacts, STOP_REASONS } from './session-events.ts';
+import type { LiveSession } from './live-session.ts';
+import { STOP_REASONS } from './session-events.ts';
 
 // The live sessions of this instance, by id and by the hostname each one serves, each also
 // recorded in the store's session registry, which every instance sharing the store reads. An
 // endpoint has one live session across instances: a second agent binding it is refused (the
 // first keeps serving, so nobody can take over a name that is in use; a dead agent frees it when
 // keep-alives give up on it, a crashed instance's sessions when their lease lapses).
-
-/** The code of the error openChannel rejects with at MAX_CHANNELS_PER_SESSION (the edge's 503). */
-export const TOO_MANY_CHANNELS = 'ETOOMANYCHANNELS';
-
-/** One agent's live session, as the edge and the API see it. */
-export interface LiveSession {
-  facts: SessionFacts;
-  /** The hostname it serves (HTTP), or its reserved address (TCP). */
-  hostname: string;
-  /** Opens an SSH channel to the agent's forwarded port for one edge connection. */
-  openChannel(client: { ip: string; port: number }): Promise<Duplex>;
-  /** Ends the session (its SSH connection); the stop event carries `reason`. */
-  end(reason: string, principal?: Caller): Promise<void>;
-}
 
 /** The registry of live sessions. */
 export interface SessionRegistry {

@@ -1,7 +1,7 @@
 import { once } from 'node:events';
 import { Duplex } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { ChannelSocket } from '../../src/agent-plane/edge/channel-socket.ts';
+import { StreamSocket } from '../../src/agent-plane/edge/stream-socket.ts';
 
 // The socket-like wrapper of an SSH channel. A plain Duplex stands in for ssh2's channel: like
 // ssh2, it delivers the far end's bytes by push() from inside the caller's stack (ssh2's packet
@@ -23,11 +23,11 @@ function channel() {
   return { stream, written };
 }
 
-describe('ChannelSocket', () => {
+describe('StreamSocket', () => {
   it('keeps a throw of what a chunk sets off from the channel, and fails only its socket', async () => {
     const { stream } = channel();
     const faults: unknown[] = [];
-    const socket = new ChannelSocket(stream, (error) => faults.push(error));
+    const socket = new StreamSocket(stream, (error) => faults.push(error));
     socket.on('error', () => {});
     socket.on('data', () => {
       throw new Error('a handler failed');
@@ -40,7 +40,7 @@ describe('ChannelSocket', () => {
 
   it('ends when the far end sends EOF, after what it sent was read', async () => {
     const { stream } = channel();
-    const socket = new ChannelSocket(stream, () => {});
+    const socket = new StreamSocket(stream, () => {});
     const read: string[] = [];
     socket.on('data', (chunk: Buffer) => read.push(chunk.toString()));
     stream.push(Buffer.from('the last answer'));
@@ -52,7 +52,7 @@ describe('ChannelSocket', () => {
   it('is destroyed at once when idle and its far end speaks or closes', async () => {
     for (const farEnd of ['data', 'end', 'close']) {
       const { stream } = channel();
-      const socket = new ChannelSocket(stream, () => {});
+      const socket = new StreamSocket(stream, () => {});
       socket.idle = true;
       await tick();
       if (farEnd === 'data') stream.push(Buffer.from('unasked'));
@@ -63,7 +63,7 @@ describe('ChannelSocket', () => {
 
   it('times out after its idle time without a byte either way, as net.Socket does', async () => {
     const { stream } = channel();
-    const socket = new ChannelSocket(stream, () => {});
+    const socket = new StreamSocket(stream, () => {});
     socket.setTimeout(30);
     const started = Date.now();
     socket.write('a request');

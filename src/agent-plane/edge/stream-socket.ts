@@ -1,50 +1,51 @@
 import { Duplex } from 'node:stream';
 
-// An SSH channel to an agent, as the socket Node's http client expects. ssh2's channel is not
-// one: its destroy() only asks the far end to close (`destroyed` stays false and data keeps
+// A stream to an agent (an SSH channel, a muxado stream: a LiveSession's openStream()), as the
+// socket Node's http client expects. The streams differ in ways a socket must not: ssh2's
+// channel destroy() only asks the far end to close (`destroyed` stays false and data keeps
 // coming until the far end's CLOSE), its readable side ends without closing (OpenSSH sends EOF
 // when the agent's local server closes the TCP connection, and CLOSE only after ours), and its
-// events run inside ssh2's packet parser, where a throw tears down the agent's whole connection.
-// Here: destroy() is final at once, the far end's EOF ends the socket (no half-open HTTP
-// connection), an idle channel that hears anything is destroyed (nginx's keepalive rule: an
-// idle upstream connection must stay silent), and a throw in what a chunk sets off fails this
-// socket only.
+// events run inside ssh2's packet parser, where a throw tears down the agent's whole connection;
+// a muxado stream ends its directions apart (FIN) too. Here, whatever the stream: destroy() is
+// final at once, the far end's EOF ends the socket (no half-open HTTP connection), an idle stream
+// that hears anything is destroyed (nginx's keepalive rule: an idle upstream connection must stay
+// silent), and a throw in what a chunk sets off fails this socket only.
 
 /** What the socket reports when a handler of its data throws. */
 export type OnFault = (error: unknown) => void;
 
-export class ChannelSocket extends Duplex {
+export class StreamSocket extends Duplex {
   /** Bytes read from the agent, as net.Socket counts them. */
   bytesRead = 0;
   /** The idle timeout set with setTimeout (0: none), as net.Socket exposes it. */
   timeout = 0;
   /** Set while the socket waits in a pool: anything from the agent then ends it. */
   idle = false;
-  readonly #channel: Duplex;
+  readonly #stream: Duplex;
   readonly #onFault: OnFault;
   readonly #onData = this.#guarded((chunk: Buffer) => this.#read(chunk));
   #idleTimer: NodeJS.Timeout | undefined;
 
-  constructor(channel: Duplex, onFault: OnFault) {
+  constructor(stream: Duplex, onFault: OnFault) {
     super({ allowHalfOpen: false });
-    this.#channel = channel;
+    this.#stream = stream;
     this.#onFault = onFault;
-    channel.on('data', this.#onData);
-    channel.on(
+    stream.on('data', this.#onData);
+    stream.on(
       'end',
       this.#guarded(() => this.#farEnd(false)),
     );
-    channel.on(
+    stream.on(
       'close',
       this.#guarded(() => this.#farEnd(true)),
     );
-    channel.on(
+    stream.on(
       'error',
       this.#guarded((error: Error) => this.destroy(error)),
     );
   }
 
-  /** A channel event's handler that no throw leaves: ssh2's parser is up the stack. */
+  /** A stream event's handler that no throw leaves: a protocol's parser may be up the stack. */
   #guarded<A extends unknown[]>(handler: (...args: A) => void): (...args: A) => void {
     return (...args) => {
       try {
@@ -60,11 +61,11 @@ export class ChannelSocket extends Duplex {
     if (this.idle) return void this.destroy();
     this.bytesRead += chunk.length;
     this.#idleTimer?.refresh();
-    if (!this.push(chunk)) this.#channel.pause();
+    if (!this.push(chunk)) this.#stream.pause();
   }
 
   /**
-   * The far end's EOF, or its CLOSE (ssh2 emits 'end' first): what it sent is still read to the
+   * The far end's EOF, or its close ('end' comes first): what it sent is still read to the
    * end (an answer framed by the connection's close needs it), then the socket ends.
    */
   #farEnd(closed: boolean): void {
@@ -74,7 +75,7 @@ export class ChannelSocket extends Duplex {
   }
 
   override _read(): void {
-    this.#channel.resume();
+    this.#stream.resume();
   }
 
   override _write(
@@ -83,22 +84,23 @@ export class ChannelSocket extends Duplex {
     done: (error?: Error | null) => void,
   ): void {
     this.#idleTimer?.refresh();
-    this.#channel.write(chunk, done);
+    this.#stream.write(chunk, done);
   }
 
   override _final(done: () => void): void {
-    this.#channel.end();
+    this.#stream.end();
     done();
   }
 
   override _destroy(error: Error | null, done: (error: Error | null) => void): void {
     clearTimeout(this.#idleTimer);
     this.#idleTimer = undefined;
-    // ssh2's destroy(): EOF and CLOSE to the far end. What still arrives before its CLOSE
-    // reaches no one (an answer after the edge's own is dropped here) and is read off.
-    this.#channel.off('data', this.#onData);
-    this.#channel.destroy();
-    this.#channel.resume();
+    // The stream's destroy() (ssh2: EOF and CLOSE to the far end; muxado: RST unless both sides
+    // ended). What still arrives before the far end's close reaches no one (an answer after the
+    // edge's own is dropped here) and is read off.
+    this.#stream.off('data', this.#onData);
+    this.#stream.destroy();
+    this.#stream.resume();
     done(error);
   }
 
@@ -114,7 +116,7 @@ export class ChannelSocket extends Duplex {
     return this;
   }
 
-  // The rest of net.Socket's surface that http calls: meaningless on a channel.
+  // The rest of net.Socket's surface that http calls: meaningless on a stream.
   setNoDelay(): this {
     return this;
   }

@@ -1,0 +1,44 @@
+import type { IncomingMessage } from 'node:http';
+import type { LiveSession } from '../sessions/live-session.ts';
+import type { Peer } from './peer.ts';
+import type { EdgePublisher } from './publisher.ts';
+import { type CompletedRequest, publishRequestOf } from './traffic-event.ts';
+
+// Step four of a request's way through the edge, "record the event": every answer, the agent's
+// or the edge's own, is one http_request_complete.v0 of the session's account (a WebSocket is
+// one when its connection closes), handed to the pipeline as a Publish would be.
+
+/** What the edge learnt of one request's answer. */
+export type Answer = Pick<CompletedRequest, 'response' | 'connectionReused' | 'ipDecision'> & {
+  requestBytes: number;
+};
+
+/** Records completed requests of agents' sessions. */
+export type RecordRequest = (
+  session: LiveSession,
+  peer: Peer,
+  request: IncomingMessage,
+  answer: Answer,
+) => void;
+
+export function requestRecorder(publisher: EdgePublisher): RecordRequest {
+  return (session, { conn, tls }, request, answer) =>
+    publisher.publish(
+      publishRequestOf({
+        accountId: session.facts.credential.accountId,
+        conn,
+        tls,
+        request: {
+          method: request.method ?? '',
+          host: conn.serverName,
+          target: request.url ?? '/',
+          headers: request.headers,
+          bodyLength: answer.requestBytes,
+        },
+        response: answer.response,
+        connectionReused: answer.connectionReused,
+        ipDecision: answer.ipDecision,
+        endMs: Date.now(),
+      }),
+    );
+}

@@ -9,8 +9,10 @@ export const AGENT_INGRESSES: Resource = {
   listKey: 'ingresses',
   audit: 'agent_ingress',
   example: ({ tag }) => ({ domain: `${tag}.example.org` }),
+  // In the order answers have always shown them (the table of `cli api … -o table` follows it).
   fields: {
-    ...COMMON,
+    id: COMMON.id,
+    uri: COMMON.uri,
     ...describedBy('maxBytes'),
     domain: {
       schema: str,
@@ -29,6 +31,7 @@ export const AGENT_INGRESSES: Resource = {
       serverAssigned: true,
       doc: 'one domain per region',
     },
+    created_at: COMMON.created_at,
     certificate_management_policy: {
       schema: { ...CERT_POLICY_SHAPE, type: ['object', 'null'] },
       doc: 'automatic certificates; null turns them off',

@@ -9,9 +9,12 @@ export const API_KEYS: Resource = {
   listKey: 'keys',
   audit: 'api_key',
   example: ({ tag }) => ({ description: tag }),
+  // In the order answers have always shown them (the table of `cli api … -o table` follows it).
   fields: {
-    ...COMMON,
+    id: COMMON.id,
+    uri: COMMON.uri,
     ...describedBy('maxBytes'),
+    created_at: COMMON.created_at,
     token: {
       schema: { type: ['string', 'null'] },
       serverAssigned: true,

@@ -111,8 +111,8 @@ export const EVENT_DESTINATIONS_FAMILY: Family = {
     destinations.map((destination) => ({
       target: presentTarget(destination.fields.target as EventDestinationRow['target']),
     })),
-  live(destination, deps) {
-    const health = deps.destinationHealth?.(destination.id);
+  live(id, deps) {
+    const health = deps.destinationHealth?.(id);
     return health === undefined ? {} : { health };
   },
   routes: (app, kit) => addDestinationTestAction(app, kit.deps),

@@ -54,7 +54,7 @@ export interface Family {
    */
   shown?(objects: StoredObject[], ctx: ShowContext): JsonObject[] | Promise<JsonObject[]>;
   /** What answers add that audit events do not carry (a destination's health now). */
-  live?(object: StoredObject, deps: ApiDeps): JsonObject;
+  live?(id: string, deps: ApiDeps): JsonObject;
   /** Routes of its own beyond CRUD (actions, sub-collections); declare them as extraRoutes too. */
   routes?(app: FastifyInstance, kit: FamilyKit): void;
 }

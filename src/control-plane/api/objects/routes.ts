@@ -89,34 +89,30 @@ export function familyRoutes(family: Family) {
     };
     const presentOne = async (tx: Queryable, row: StoredObject) => (await present(tx, [row]))[0];
     /** An object as answers show it: what audit events carry, and what the family adds live. */
-    const answer = (row: StoredObject, object: JsonObject) => ({
+    const answer = (object: JsonObject) => ({
       ...object,
-      ...family.live?.(row, deps),
+      ...family.live?.(object.id as string, deps),
     });
 
-    /** Runs a change in a transaction with its audit event; the work returns what is shown. */
-    const change = (
+    /** Runs a change in a transaction with its audit event; the work returns the object shown. */
+    const change = async (
       request: FastifyRequest,
       kind: Change,
-      work: (ctx: FamilyContext) => Promise<{ row: StoredObject; object: JsonObject }>,
+      work: (ctx: FamilyContext) => Promise<JsonObject>,
     ) => {
-      let row: StoredObject | undefined;
-      const write = async (tx: Queryable) => {
-        const done = await work(context(tx, request));
-        row = done.row;
-        return done.object;
-      };
       const eventType = auditEvent(resource, kind);
+      const write = (tx: Queryable) => work(context(tx, request));
+      const { accountId } = request.caller;
       const audit = {
         eventType,
-        accountId: request.caller.accountId,
+        accountId,
         principal: request.caller,
         publicUrl: config.publicUrl,
       };
-      const committed = family.routing
-        ? routingChange(deps, request, eventType, write)
-        : withAudit(db, audit, write);
-      return committed.then((object) => answer(row!, object));
+      const object = family.routing
+        ? await routingChange(deps, request, eventType, write)
+        : await withAudit(db, audit, write);
+      return answer(object);
     };
 
     const context = (tx: Queryable, request: FastifyRequest): FamilyContext => ({
@@ -150,7 +146,7 @@ export function familyRoutes(family: Family) {
         if (draft.secret !== undefined) row.secret = keyring.seal(draft.secret);
         await stored(() => storage.insert(ctx.tx, row), draft.unique);
         await family.afterChange?.(row, undefined, ctx);
-        return { row, object: await presentOne(ctx.tx, row) };
+        return presentOne(ctx.tx, row);
       });
       return reply.code(201).send({ ...created, ...shownOnce });
     });
@@ -159,7 +155,7 @@ export function familyRoutes(family: Family) {
     async function show(request: FastifyRequest, id: string): Promise<JsonObject> {
       const row = await storage.get(db, request.caller.accountId, id, false);
       if (row === undefined) throw notFound(resource, id);
-      return answer(row, await presentOne(db, row));
+      return answer(await presentOne(db, row));
     }
 
     app.get<{ Params: { id: string } }>(`${path}/:id`, (request) =>
@@ -171,10 +167,7 @@ export function familyRoutes(family: Family) {
       deps,
       resource,
       (accountId, limit, beforeId) => storage.page(db, accountId, limit, beforeId),
-      async (rows) => {
-        const objects = await present(db, rows);
-        return rows.map((row, i) => answer(row, objects[i]));
-      },
+      async (rows) => (await present(db, rows)).map(answer),
     );
 
     /** Applies an update to the caller's object `id`, with its audit event. */
@@ -189,7 +182,7 @@ export function familyRoutes(family: Family) {
         const next = { ...row, ...(await make(row, ctx)) };
         await storage.update(ctx.tx, next);
         await family.afterChange?.(next, row, ctx);
-        return { row: next, object: await presentOne(ctx.tx, next) };
+        return presentOne(ctx.tx, next);
       });
 
     /** The columns an update changes. */
@@ -229,7 +222,7 @@ export function familyRoutes(family: Family) {
         const object = await presentOne(ctx.tx, row);
         await family.beforeDelete?.(row, ctx);
         await storage.delete(ctx.tx, row);
-        return { row, object };
+        return object;
       });
       deps.onObjectDeleted?.(resource.path, request.params.id);
       return reply.code(204).send();
@@ -242,7 +235,7 @@ export function familyRoutes(family: Family) {
         change(request, 'updated', async (ctx) => {
           const row = await locked(ctx, id);
           await work(row, ctx);
-          return { row, object: await presentOne(ctx.tx, row) };
+          return presentOne(ctx.tx, row);
         }),
     };
     family.routes?.(app, kit);

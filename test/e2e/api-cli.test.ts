@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RESOURCES } from '../../src/control-plane/api/objects/families.ts';
+import { RESOURCES } from '../../src/control-plane/api/resource-list.ts';
 import type { Resource } from '../../src/control-plane/api/resource-types.ts';
 import type { Service } from '../../src/service.ts';
 import { type ProcessRun, runProcess } from '../helpers/run-process.ts';

@@ -6,7 +6,7 @@ import {
   AUDIT_EVENT_TYPES,
   AUDIT_RESOURCES,
 } from '../../src/catalogue/event-types.ts';
-import { RESOURCES } from '../../src/control-plane/api/objects/families.ts';
+import { RESOURCES } from '../../src/control-plane/api/resource-list.ts';
 import type { Service } from '../../src/service.ts';
 import {
   type ApiClient,

@@ -2,7 +2,7 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mintApiKey } from '../../src/control-plane/api/api-keys/mint.ts';
-import { RESOURCES as DECLARED } from '../../src/control-plane/api/objects/families.ts';
+import { RESOURCES as DECLARED } from '../../src/control-plane/api/resource-list.ts';
 import { TOP_LEVEL_ROUTES } from '../../src/control-plane/api/resources.ts';
 import type { Service } from '../../src/service.ts';
 import { createAccount } from '../../src/store/accounts.ts';

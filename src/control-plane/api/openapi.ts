@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { ERROR_CODES } from '../../shared/errors.ts';
-import { RESOURCES } from './objects/families.ts';
+import { RESOURCES } from './resource-list.ts';
 import type { ExtraRoute, JsonSchema, Resource } from './resource-types.ts';
 import { TOP_LEVEL_ROUTES } from './resources.ts';
 

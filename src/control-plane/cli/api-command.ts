@@ -1,5 +1,5 @@
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
-import { RESOURCES } from '../api/objects/families.ts';
+import { RESOURCES } from '../api/resource-list.ts';
 import type { ExtraRoute, JsonSchema, Resource } from '../api/resource-types.ts';
 import { TOP_LEVEL_ROUTES } from '../api/resources.ts';
 import { type Call, CliFailure, perform, render, targetFromEnv } from './api-http.ts';

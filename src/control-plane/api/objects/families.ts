@@ -9,7 +9,6 @@ import { IP_POLICY_RULES_FAMILY } from '../ip-policy-rules/family.ts';
 import { IP_RESTRICTIONS_FAMILY } from '../ip-restrictions/family.ts';
 import { RESERVED_ADDRS_FAMILY } from '../reserved-addrs/family.ts';
 import { RESERVED_DOMAINS_FAMILY } from '../reserved-domains/family.ts';
-import type { Resource } from '../resource-types.ts';
 import { SSH_CERTIFICATE_AUTHORITIES_FAMILY } from '../ssh-certificate-authorities/family.ts';
 import {
   SSH_HOST_CERTIFICATES_FAMILY,
@@ -19,7 +18,7 @@ import { SSH_CREDENTIALS_FAMILY } from '../ssh-credentials/family.ts';
 import { TLS_CERTIFICATES_FAMILY } from '../tls-certificates/family.ts';
 import type { Family } from './family.ts';
 
-/** Every REST resource's family, in the order the API registers them (one line each). */
+/** Every REST resource's family, in the order the API registers them (resource-list.ts's order). */
 export const FAMILIES: readonly Family[] = [
   API_KEYS_FAMILY,
   AGENT_INGRESSES_FAMILY,
@@ -38,6 +37,3 @@ export const FAMILIES: readonly Family[] = [
   SSH_HOST_CERTIFICATES_FAMILY,
   SSH_USER_CERTIFICATES_FAMILY,
 ];
-
-/** Every resource, in that order: the OpenAPI document, the CLI and the isolation sweep loop over it. */
-export const RESOURCES: readonly Resource[] = FAMILIES.map((family) => family.resource);

@@ -64,7 +64,7 @@ const BENCHES: Bench[] = [
     script: 'kafka',
     lines: {
       kafka: {
-        measures: 'messages/s, Kafka sink vs raw kafkajs `send` of the same messages',
+        measures: 'messages/s, Kafka sink vs raw @platformatic/kafka `send` of the same messages',
         goal: '≥ 1.0',
       },
     },

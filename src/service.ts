@@ -10,6 +10,7 @@ import {
   type SniCertificates,
 } from './agent-plane/edge/sni-certificates.ts';
 import { openTcpEndpoint } from './agent-plane/edge/tcp-endpoint.ts';
+import { createEndpointPolicies, type EndpointPolicies } from './agent-plane/policy/index.ts';
 import type { DecideEndpointIp, IpAllowed } from './agent-plane/sessions/ip-allowed.ts';
 import type { AgentListener, AgentListenerDeps } from './agent-plane/sessions/listener.ts';
 import { createSessionRegistry, type SessionRegistry } from './agent-plane/sessions/registry.ts';
@@ -114,6 +115,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
       config.edgeHttpsPort === undefined
         ? undefined
         : createSniCertificates({ db, keyring, ttlMs: config.edgeCertCacheMs });
+    const policies = createEndpointPolicies({ db, ttlMs: config.edgePolicyCacheMs });
     const onIssued = () => sni?.invalidate();
     const certs =
       config.certPollMs > 0
@@ -123,6 +125,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     const onCommit = () => {
       dns?.invalidate();
       sni?.invalidate();
+      policies.invalidate();
       void certs?.kick();
     };
     const { app, routes } = await buildApp({
@@ -146,6 +149,7 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
         ipRestrictions.ipDecision(accountId, 'endpoints', address),
       sni,
       relayAuth,
+      policies,
     });
     // Loaded only when configured, as the sinks' clients are: a start without DNS pays nothing.
     if (config.dnsPort !== undefined) {
@@ -224,6 +228,7 @@ async function startAgents(
     endpointIp,
     sni,
     relayAuth,
+    policies,
   }: {
     metrics: Metrics;
     connectionLimits: ConnectionLimits;
@@ -231,6 +236,7 @@ async function startAgents(
     endpointIp: DecideEndpointIp;
     sni: SniCertificates | undefined;
     relayAuth: RelayAuth;
+    policies: EndpointPolicies;
   },
 ): Promise<{
   listener?: AgentListener;
@@ -282,6 +288,7 @@ async function startAgents(
             sni,
             relay: relayClient,
             connectionLimits,
+            policies,
           });
     // Other instances relay to this one's sessions at INTERNAL_URL, served by its edge.
     const relay =

@@ -20,13 +20,14 @@ export const TRAFFIC_EVENT_TYPES: readonly TrafficEventType[] = Object.freeze(
 
 /**
  * Account objects whose create, update and delete emit `<resource>_{created,updated,deleted}.v0`:
- * The specification's audit catalogue plus agent_ingress (docs/decisions.md#audit-events).
+ * The specification's audit catalogue plus agent_ingress and endpoint (docs/decisions.md#audit-events).
  */
 export const AUDIT_RESOURCES = Object.freeze([
   'agent_ingress',
   'api_key',
   'certificate_authority',
   'domain',
+  'endpoint',
   'event_destination',
   'event_subscription',
   'ip_policy',

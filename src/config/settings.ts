@@ -372,6 +372,13 @@ export const SETTINGS = {
     meaning:
       "How long the HTTPS listener keeps its choice of certificate for a name: changes made on this instance apply at once, other instances' within this time.",
   },
+  edgePolicyCacheMs: {
+    env: 'EDGE_POLICY_CACHE_MS',
+    planes: ['agent'],
+    kind: ms(5_000, 0, HOUR),
+    meaning:
+      "How long the edge keeps a hostname's cloud endpoint and Traffic Policy (and the IP policies its restrict-ips actions name): changes made on this instance apply at once, other instances' within this time.",
+  },
   maxSessionsPerAccount: {
     env: 'MAX_SESSIONS_PER_ACCOUNT',
     planes: ['agent'],

@@ -19,6 +19,10 @@ export interface EventSourceRow {
   fields: string[];
   /** The share of filtered events delivered, 0 < r <= 1 (src/data-plane/pipeline/sampling.ts). */
   sample_rate: number;
+  /** Header names (lower-case) redacted on top of the credential headers. */
+  redact_headers: string[];
+  /** true: credential headers and token query parameters delivered in clear (opt-in). */
+  keep_credentials: boolean;
   position: number;
   created_at: Date;
 }
@@ -95,14 +99,17 @@ export async function destinationIdsOf(
 export async function insertEventSource(db: Queryable, row: EventSourceRow): Promise<void> {
   await db.query(
     `INSERT INTO event_sources
-       (subscription_id, type, filter, fields, sample_rate, position, created_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+       (subscription_id, type, filter, fields, sample_rate, redact_headers, keep_credentials,
+        position, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
     [
       row.subscription_id,
       row.type,
       row.filter,
       JSON.stringify(row.fields),
       row.sample_rate,
+      JSON.stringify(row.redact_headers),
+      row.keep_credentials,
       row.position,
       row.created_at,
     ],
@@ -119,12 +126,21 @@ export async function replaceEventSources(
   for (const row of rows) await insertEventSource(db, row);
 }
 
-/** Writes the filter, fields and sample rate of an existing source. */
+/** Writes the filter, fields, sample rate and redaction of an existing source. */
 export async function updateEventSource(db: Queryable, row: EventSourceRow): Promise<void> {
   await db.query(
-    `UPDATE event_sources SET filter = $3, fields = $4, sample_rate = $5
+    `UPDATE event_sources
+     SET filter = $3, fields = $4, sample_rate = $5, redact_headers = $6, keep_credentials = $7
      WHERE subscription_id = $1 AND type = $2`,
-    [row.subscription_id, row.type, row.filter, JSON.stringify(row.fields), row.sample_rate],
+    [
+      row.subscription_id,
+      row.type,
+      row.filter,
+      JSON.stringify(row.fields),
+      row.sample_rate,
+      JSON.stringify(row.redact_headers),
+      row.keep_credentials,
+    ],
   );
 }
 

@@ -102,10 +102,18 @@ async function exampleCase(resource: Resource) {
     const dependency = RESOURCES.find((r) => r.path === path)!;
     ids[path] = (await ok([path, 'create', ...(await exampleCase(dependency)).create(0)])).id;
   }
+  // A resource on one of the account's names (a cloud endpoint) gets an Agent Ingress of its own.
+  const held =
+    resource.path === 'endpoints'
+      ? (await ok(['agent_ingresses', 'create', '--domain', `cli-ep-${Date.now()}.example.com`]))
+          .domain
+      : undefined;
   return {
     create: (n: number) => [
       '--json',
-      JSON.stringify(resource.example({ tag: `cli-${n}-${Date.now()}`, idOf: (p) => ids[p] })),
+      JSON.stringify(
+        resource.example({ tag: `cli-${n}-${Date.now()}`, idOf: (p) => ids[p], held }),
+      ),
     ],
     update: ['--description', 'renamed'],
     check: 'description',

@@ -12,7 +12,7 @@ import { type ServiceProcess, startServiceProcess } from '../helpers/service-pro
 // no route needs, nor for the X.509 parser until a certificate is uploaded.
 
 const UNUSED_AT_START = [
-  'kafkajs',
+  '@platformatic/kafka',
   '@clickhouse/client',
   'pg',
   'ajv',
@@ -49,7 +49,7 @@ describe('start-up', () => {
     await until('the Kafka destination is open', () => health(second.api, kafkaId), 30_000);
     expect((await second.stop()).code).toBe(0);
     const withKafka = loadedPackages(second.stderr());
-    expect(withKafka).toContain('kafkajs');
+    expect(withKafka).toContain('@platformatic/kafka');
     expect(withKafka).not.toContain('@clickhouse/client');
   });
 });

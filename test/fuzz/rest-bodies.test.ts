@@ -103,6 +103,9 @@ const filter = fc.constantFrom(
   'conn.server_port in [22, 443]',
   'bogus.field == 1',
 );
+/** The Agent Ingress domain the fuzzed account holds: its cloud endpoints live under it. */
+const FUZZ_DOMAIN = 'fuzz.example.com';
+
 const fields = fc.subarray(['conn', 'conn.client_ip', 'conn.server_port', 'conn.server_name']);
 const source = fc.record(
   { type: fc.constantFrom(HTTP, TCP, 'api_key_created.v0'), filter, fields },
@@ -130,7 +133,9 @@ describe.each(STORES)('REST create/update bodies under fuzz ($kind)', ({ open })
       const taken = Object.entries(resource.fields).filter(([, f]) => !f.serverAssigned);
       const example = fc
         .nat()
-        .map((n) => resource.example({ tag: `fz${n}`, idOf: (path) => familyIds[path] }));
+        .map((n) =>
+          resource.example({ tag: `fz${n}`, idOf: (path) => familyIds[path], held: FUZZ_DOMAIN }),
+        );
       return [
         {
           name: `POST /${resource.path}`,
@@ -288,7 +293,7 @@ describe.each(STORES)('REST create/update bodies under fuzz ($kind)', ({ open })
       return response.json.id as string;
     };
     ids.apiKey = await create('/api_keys', { description: 'fuzz' });
-    ids.ingress = await create('/agent_ingresses', { domain: 'fuzz.example.com' });
+    ids.ingress = await create('/agent_ingresses', { domain: FUZZ_DOMAIN });
     ids.destination = await create('/event_destinations', { target: { file: { path: 'fz' } } });
     ids.subscription = await create('/event_subscriptions', {
       sources: [{ type: HTTP }],
@@ -296,7 +301,11 @@ describe.each(STORES)('REST create/update bodies under fuzz ($kind)', ({ open })
     });
     ids.sourcesOf = await create('/event_subscriptions', { sources: [{ type: HTTP }] });
     for (const { resource } of FAMILIES) {
-      const body = resource.example({ tag: 'fuzz-base', idOf: (path) => familyIds[path] });
+      const body = resource.example({
+        tag: 'fuzz-base',
+        idOf: (path) => familyIds[path],
+        held: FUZZ_DOMAIN,
+      });
       familyIds[resource.path] = await create(`/${resource.path}`, body);
     }
   });

@@ -1,5 +1,4 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
 import {
   mkdirSync,
   mkdtempSync,
@@ -16,11 +15,6 @@ import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { Kafka, logLevel } from 'kafkajs';
-import { patchRequestQueue } from '../../src/data-plane/sinks/kafka/request-queue-fix.ts';
-
-// The test clients (readTopic's consumer) get the service's kafkajs fix too: no 1 ms polling.
-patchRequestQueue();
 
 const SOURCE = fileURLToPath(new URL('./kafka-mock.c', import.meta.url));
 const CACHE_DIR = fileURLToPath(
@@ -36,7 +30,7 @@ const STDERR_TAIL_BYTES = 4096;
 export interface KafkaMock {
   /** Bootstrap addresses (`127.0.0.1:port`), one per broker; broker ids are 1..N in this order. */
   brokers: string[];
-  /** Creates a topic; kafkajs admin.createTopics fails against the mock (no controller id). */
+  /** Creates a topic (the mock answers no client's CreateTopics: it has no controller). */
   createTopic(name: string, partitions?: number): Promise<void>;
   /** Closes broker `id`'s connections (-1: all) and refuses new ones; clients see ECONNREFUSED. */
   brokerDown(id: number): Promise<void>;
@@ -58,6 +52,9 @@ export interface StartKafkaOptions {
 export interface TopicMessage {
   key: string | null;
   value: string;
+  partition: number;
+  offset: number;
+  headers: Record<string, string>;
 }
 
 const live = new Set<ChildProcess>();
@@ -158,11 +155,11 @@ export async function startKafka(opts: StartKafkaOptions = {}): Promise<KafkaMoc
 }
 
 /**
- * Reads a topic from the beginning with a throwaway kafkajs consumer group until it has
- * expectedCount messages or timeoutMs passes (then returns what it has). The mock holds the
- * first join of a group for 3 s (group.initial.rebalance.delay), so allow at least 5 s.
- * Throws if the mock has evicted the topic's oldest messages (it keeps 5 MiB per partition),
- * because a short read would otherwise look like data lost by the code under test.
+ * Reads a topic from the beginning with kcat (librdkafka: a client apart from the one under
+ * test, which also checks what it reads: CRCs, compression) until it has expectedCount messages
+ * or timeoutMs passes (then returns what it has). Throws if the mock has evicted the topic's
+ * oldest messages (it keeps 5 MiB per partition), because a short read would otherwise look
+ * like data lost by the code under test.
  */
 export async function readTopic(
   brokers: string[],
@@ -170,55 +167,65 @@ export async function readTopic(
   expectedCount: number,
   timeoutMs = 15_000,
 ): Promise<TopicMessage[]> {
-  const kafka = new Kafka({ brokers, clientId: 'read-topic', logLevel: logLevel.NOTHING });
-  // A short long-poll: disconnect() waits for the fetch in flight (kafkajs default 5 s).
-  const consumer = kafka.consumer({ groupId: `read-topic-${randomUUID()}`, maxWaitTimeInMs: 250 });
-  const messages: TopicMessage[] = [];
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    await consumer.connect();
-    await consumer.subscribe({ topic, fromBeginning: true });
-    await new Promise<void>((resolve, reject) => {
-      timer = setTimeout(resolve, timeoutMs);
-      consumer
-        .run({
-          eachMessage: async ({ message }) => {
-            messages.push({
-              key: message.key ? message.key.toString() : null,
-              value: message.value ? message.value.toString() : '',
-            });
-            if (messages.length >= expectedCount) resolve();
-          },
-        })
-        .catch(reject);
-    });
-  } finally {
-    clearTimeout(timer);
-    await consumer.disconnect();
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const messages = await kcatRead(brokers, topic, deadline - Date.now());
+    if (messages.length >= expectedCount) return messages;
+    const evicted = evictedPartitions(messages);
+    if (evicted.length > 0) {
+      throw new Error(
+        `readTopic(${topic}): the mock broker evicted old messages (${evicted.join(', ')}); ` +
+          'it keeps only 5 MiB per partition, so produce less or use more partitions',
+      );
+    }
+    if (Date.now() >= deadline) return messages;
+    await sleep(200);
   }
-  if (messages.length < expectedCount) await assertNothingEvicted(kafka, topic);
-  return messages;
 }
 
-/** Throws when a partition's log no longer starts at offset 0 (the mock dropped old batches). */
-async function assertNothingEvicted(kafka: Kafka, topic: string): Promise<void> {
-  const admin = kafka.admin();
-  let evicted: string[] = [];
-  try {
-    await admin.connect();
-    const offsets = await admin.fetchTopicOffsets(topic);
-    evicted = offsets.filter((o) => o.low !== '0').map((o) => `p${o.partition} starts at ${o.low}`);
-  } catch {
-    // Only eviction is worth an error here; a short read is otherwise the caller's to judge.
-  } finally {
-    await admin.disconnect();
-  }
-  if (evicted.length > 0) {
-    throw new Error(
-      `readTopic(${topic}): the mock broker evicted old messages (${evicted.join(', ')}); ` +
-        'it keeps only 5 MiB per partition, so produce less or use more partitions',
-    );
-  }
+interface KcatMessage {
+  partition: number;
+  offset: number;
+  key: string | null;
+  payload: string | null;
+  headers?: string[];
+}
+
+/** Everything in the topic now: kcat consumes every partition to its end and exits. */
+async function kcatRead(brokers: string[], topic: string, timeoutMs: number) {
+  const args = ['-C', '-b', brokers.join(','), '-t', topic, '-o', 'beginning', '-e', '-q', '-J'];
+  const { stdout } = await promisify(execFile)('kcat', args, {
+    timeout: Math.max(timeoutMs, 1_000),
+    maxBuffer: 1 << 30,
+  }).catch((err: { stderr?: string }) => {
+    throw new Error(`kcat ${args.join(' ')}: ${err.stderr || String(err)}`);
+  });
+  return stdout
+    .split('\n')
+    .filter(Boolean)
+    .map((line): TopicMessage => {
+      const m = JSON.parse(line) as KcatMessage;
+      const headers: Record<string, string> = {};
+      const pairs = m.headers ?? [];
+      for (let i = 0; i < pairs.length; i += 2) headers[pairs[i]] = pairs[i + 1];
+      return {
+        key: m.key,
+        value: m.payload ?? '',
+        partition: m.partition,
+        offset: m.offset,
+        headers,
+      };
+    });
+}
+
+/** Partitions whose first message read is past offset 0: the mock dropped older batches. */
+function evictedPartitions(messages: TopicMessage[]): string[] {
+  const first = new Map<number, number>();
+  for (const m of messages)
+    first.set(m.partition, Math.min(first.get(m.partition) ?? m.offset, m.offset));
+  return [...first]
+    .filter(([, offset]) => offset > 0)
+    .map(([p, offset]) => `p${p} starts at ${offset}`);
 }
 
 /** Removes dirs of test processes that died without close(); their launchers died with them. */

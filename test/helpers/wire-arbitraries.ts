@@ -33,6 +33,15 @@ export function requestBytes(events: Event[]): Uint8Array {
 export const text: fc.Arbitrary<string> = fc.oneof(
   { weight: 4, arbitrary: fc.string({ maxLength: 12 }) },
   { weight: 2, arbitrary: fc.constantFrom('allow', 'block', 'Accept', 'api.example.com', 'get') },
+  // Credentials the writer redacts (headers, query parameters), in the cases edges send them.
+  fc.constantFrom(
+    'Authorization',
+    'set-cookie',
+    'COOKIE',
+    'a=1&access_token=t0k',
+    'https://h.example/p?Id_Token=x&b#f',
+    'access_token=',
+  ),
   fc.string({ unit: 'binary', maxLength: 40 }),
   fc.string({ unit: 'grapheme', maxLength: 20 }),
   fc.string({ unit: 'binary-ascii', minLength: 60, maxLength: 70 }),

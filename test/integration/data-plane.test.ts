@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CREDENTIAL_HEADERS, REDACTED } from '../../src/data-plane/redaction/policy.ts';
 import type { Event } from '../../src/gen/agent_ingress/ingest/v0/ingest_pb.ts';
 import type { Service } from '../../src/service.ts';
 import { type ClickHouseServer, startClickHouse } from '../helpers/clickhouse.ts';
@@ -187,9 +188,13 @@ describe('data plane end to end: Connect ingest → workers → file, Kafka and 
             'webhook_verification',
           ].sort(),
         );
+        // As sent, but the credential headers' values (docs/security.md#redacted).
         expect(line.object.http.request.headers).toEqual(
           Object.fromEntries(
-            Object.entries(http(event)!.http!.request!.headers).map(([k, v]) => [k, v.values]),
+            Object.entries(http(event)!.http!.request!.headers).map(([k, v]) => [
+              k,
+              CREDENTIAL_HEADERS.includes(k.toLowerCase()) ? [REDACTED] : v.values,
+            ]),
           ),
         );
       }

@@ -63,6 +63,8 @@ describe.each(STORES)('Event subscription API on $kind', ({ open }) => {
           filter: 'ev.conn.server_port == 443',
           fields: ['conn', 'http.request.method'],
           sample_rate: 1,
+          redact_headers: [],
+          keep_credentials: false,
           uri: `${uri}/sources/${HTTP}`,
         },
         {
@@ -70,6 +72,8 @@ describe.each(STORES)('Event subscription API on $kind', ({ open }) => {
           filter: '',
           fields: [],
           sample_rate: 1,
+          redact_headers: [],
+          keep_credentials: false,
           uri: `${uri}/sources/${KEY_CREATED}`,
         },
       ],
@@ -105,6 +109,8 @@ describe.each(STORES)('Event subscription API on $kind', ({ open }) => {
         filter: 'ev.conn.server_port != 22',
         fields: [],
         sample_rate: 1,
+        redact_headers: [],
+        keep_credentials: false,
         uri: `${uri}/sources/${TCP}`,
       },
     ]);
@@ -170,6 +176,8 @@ describe.each(STORES)('Event subscription API on $kind', ({ open }) => {
       filter: 'ev.conn.server_name.endsWith(".example.com")',
       fields: ['http.response.status_code'],
       sample_rate: 1,
+      redact_headers: [],
+      keep_credentials: false,
       uri: `${t.service.url}${sourcesUri}/${HTTP}`,
     });
     expect((await t.api('GET', `${sourcesUri}/${HTTP}`)).body).toEqual(added.body);
@@ -520,8 +528,22 @@ describe.each(STORES)('Event subscription API on $kind', ({ open }) => {
       id: subscription.id,
       accountId,
       sources: [
-        { type: HTTP, filter: 'ev.conn.server_port == 443', fields: ['conn'], sampleRate: 1 },
-        { type: TCP, filter: 'ev.conn.server_port == 22', fields: [], sampleRate: 1 },
+        {
+          type: HTTP,
+          filter: 'ev.conn.server_port == 443',
+          fields: ['conn'],
+          sampleRate: 1,
+          redactHeaders: [],
+          keepCredentials: false,
+        },
+        {
+          type: TCP,
+          filter: 'ev.conn.server_port == 22',
+          fields: [],
+          sampleRate: 1,
+          redactHeaders: [],
+          keepCredentials: false,
+        },
       ],
       destinationIds: [destinationId],
     });

@@ -47,13 +47,22 @@ const BODIES: Record<string, unknown> = {
 const DECLARATIONS = Object.fromEntries(DECLARED.map((resource) => [resource.path, resource]));
 
 /** The body of a collection POST (create), from the declaration's example. */
-function createBody(resource: Resource, tag: string, ids: Partial<Record<Resource, string>>) {
+function createBody(
+  resource: Resource,
+  tag: string,
+  ids: Partial<Record<Resource, string>>,
+  held?: string,
+) {
   const unique = `${tag}-${Date.now()}-${Math.random().toString(36).slice(2, 8)}`;
   return DECLARATIONS[resource].example({
     tag: unique,
     idOf: (path) => ids[path as Resource] ?? `no object of ${path} yet`,
+    held,
   });
 }
+
+/** Each account's Agent Ingress domain, once created: names its cloud endpoints live under. */
+const heldBy: Record<string, string> = {};
 
 /**
  * Routes over what agents make, not the API (live tunnel sessions): A's fixture is a real agent
@@ -112,9 +121,10 @@ describe.each(STORES)('account isolation sweep over every REST route on $kind', 
       ['b', b, idsB],
     ] as const) {
       for (const resource of Object.keys(RESOURCES) as Resource[]) {
-        const body = createBody(resource, `iso-${who}`, ids);
+        const body = createBody(resource, `iso-${who}`, ids, heldBy[who]);
         const created = await call('POST', `/${resource}`, body);
         expect(created.status, JSON.stringify(created.body)).toBe(201);
+        if (resource === 'agent_ingresses') heldBy[who] = created.body.domain;
         ids[resource] = created.body.id;
         exercised.add(`POST /${resource}`);
       }
@@ -279,7 +289,7 @@ describe.each(STORES)('account isolation sweep over every REST route on $kind', 
         const theirs = field.ref && idsA[field.ref.path as Resource];
         if (theirs === undefined) continue;
         const body = {
-          ...createBody(resource.path as Resource, 'iso-b', idsB),
+          ...createBody(resource.path as Resource, 'iso-b', idsB, heldBy.b),
           [name]: field.schema.type === 'array' ? [theirs] : theirs,
         };
         const answer = await b('POST', `/${resource.path}`, body);

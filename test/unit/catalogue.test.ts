@@ -96,9 +96,10 @@ const SPEC = {
 } as const;
 
 describe('event types', () => {
-  it('lists the two traffic kinds and every audit kind of SPEC plus agent_ingress', () => {
+  it('lists the two traffic kinds and every audit kind of SPEC plus agent_ingress and endpoint', () => {
     expect(TRAFFIC_EVENT_TYPES).toEqual(['http_request_complete.v0', 'tcp_connection_closed.v0']);
-    expect(AUDIT_EVENT_TYPES).toHaveLength(16 * 3 + 2);
+    // 17 audit resources: SPEC's 15, agent_ingress and endpoint (docs/traffic-policy.md).
+    expect(AUDIT_EVENT_TYPES).toHaveLength(17 * 3 + 2);
     for (const t of [
       'api_key_created.v0',
       'ssh_user_certificate_deleted.v0',
@@ -108,11 +109,13 @@ describe('event types', () => {
       'agent_ingress_created.v0',
       'agent_ingress_updated.v0',
       'agent_ingress_deleted.v0',
+      'endpoint_created.v0',
+      'endpoint_deleted.v0',
     ]) {
       expect(isKnownEventType(t)).toBe(true);
       expect(isTrafficType(t)).toBe(false);
     }
-    expect(EVENT_TYPES).toHaveLength(52);
+    expect(EVENT_TYPES).toHaveLength(55);
     expect(new Set(EVENT_TYPES).size).toBe(EVENT_TYPES.length);
   });
 

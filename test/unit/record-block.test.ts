@@ -4,6 +4,8 @@ import {
   BlockWriter,
   batchOf,
   type EventRecord,
+  META_FIELD,
+  type MetaField,
   RecordBlock,
 } from '../../src/data-plane/sinks/record-block.ts';
 
@@ -25,6 +27,22 @@ describe('RecordBlock', () => {
         expect(block.records()).toEqual(records);
         expect(block.text.toString()).toBe(records.map((r) => `${r.json}\n`).join(''));
         expect(block.bytes).toBe(Buffer.byteLength(block.text.toString()));
+      }),
+    );
+  });
+
+  it('gives each metadata value as bytes that are a view of the block', () => {
+    fc.assert(
+      fc.property(fc.array(recordArb, { minLength: 1, maxLength: 20 }), (records) => {
+        const block = RecordBlock.of(records);
+        records.forEach((r, i) => {
+          const bytes = (field: MetaField) => block.metaBytes(i, field);
+          expect(bytes(META_FIELD.eventId)).toEqual(Buffer.from(r.eventId));
+          expect(bytes(META_FIELD.eventType)).toEqual(Buffer.from(r.eventType));
+          expect(bytes(META_FIELD.accountId)).toEqual(Buffer.from(r.accountId));
+          expect(bytes(META_FIELD.partitionKey)).toEqual(Buffer.from(r.partitionKey));
+          expect(bytes(META_FIELD.partitionKey).buffer).toBe(block.meta.buffer);
+        });
       }),
     );
   });

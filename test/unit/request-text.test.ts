@@ -8,6 +8,8 @@ import {
   compileSpanProjection,
   selectableNames,
 } from '../../src/data-plane/filter/index.ts';
+import { redactObject } from '../../src/data-plane/redaction/event-object.ts';
+import { DEFAULT_REDACTION } from '../../src/data-plane/redaction/policy.ts';
 import {
   type RequestText,
   readPublishRequest,
@@ -28,8 +30,9 @@ import { eventArb, requestBytes, rewrite } from '../helpers/wire-arbitraries.ts'
 // readPublishRequest (the routing path: JSON text written straight from the wire) against the
 // decoder it stands beside: for any input, it throws exactly when decodePublishRequest throws;
 // otherwise every event's envelope is the decoder's, its text is JSON.stringify of the decoder's
-// object byte for byte, its Filterable view holds the object's leaves, and every field
-// selection's span recipe gives JSON.stringify of compileProjection's object.
+// object byte for byte, redacted (redactObject with the default redaction), its Filterable view
+// holds the object's leaves, and every field selection's span recipe gives JSON.stringify of
+// compileProjection's object.
 
 const params = fuzzParams;
 
@@ -94,13 +97,14 @@ function expectSameAsDecoder(bytes: Uint8Array, selections: (readonly string[])[
     });
     if (want.type === undefined || want.object === undefined) return;
     paths[event.object === undefined ? 'wire' : 'object']++;
-    expect(spanText(request, event.spanBase, [0]), what).toBe(JSON.stringify(want.object));
+    const delivered = redactObject(want.object, DEFAULT_REDACTION);
+    expect(spanText(request, event.spanBase, [0]), what).toBe(JSON.stringify(delivered));
     expect(request.filterable(i), what).toEqual(filterableOf(want.object, want.type));
     expect(JSON.stringify(request.object(i)), what).toBe(JSON.stringify(want.object));
     for (const fields of selections) {
       const names = fields.filter((f) => selectableNames(want.type!).includes(f));
       const text = spanText(request, event.spanBase, compileSpanProjection(want.type, names));
-      const object = compileProjection(want.type, names)(want.object);
+      const object = compileProjection(want.type, names)(delivered);
       expect(text, `${what} fields ${names.join(',')}`).toBe(JSON.stringify(object));
     }
   });

@@ -4,6 +4,7 @@ import type { Duplex } from 'node:stream';
 import type { Config } from '../../config/load.ts';
 import type { ConnectionLimits } from '../../shared/http/connection-limits.ts';
 import type { Logger } from '../../shared/logger.ts';
+import type { EndpointPolicies } from '../policy/index.ts';
 import type { DecideEndpointIp } from '../sessions/ip-allowed.ts';
 import type { SessionRegistry } from '../sessions/registry.ts';
 import { errorPage, refuseUpgrade } from './edge-answers.ts';
@@ -42,6 +43,8 @@ export interface EdgeDeps {
   relay?: EdgeRelay;
   /** MAX_CONNECTIONS of the HTTP and HTTPS listeners, within the open-file limit. */
   connectionLimits: ConnectionLimits;
+  /** The cloud endpoints whose Traffic Policy runs for their hostname; absent: none. */
+  policies?: EndpointPolicies;
 }
 
 export type { Peer };
@@ -78,6 +81,7 @@ function requestSteps(deps: EdgeDeps): RequestSteps {
         onFault,
       }),
     record: requestRecorder(deps.publisher),
+    policies: deps.policies,
     timeoutMs: config.edgeResponseTimeoutMs,
     logger,
   };

@@ -7,7 +7,7 @@ import {
   type ServerResponse,
 } from 'node:http';
 import type { Socket } from 'node:net';
-import { pipeline } from 'node:stream';
+import { pipeline, type Readable } from 'node:stream';
 import type { Logger } from '../../shared/logger.ts';
 import { TOO_MANY_STREAMS } from '../sessions/live-session.ts';
 import { errorPage, invalidStatus } from './edge-answers.ts';
@@ -45,18 +45,40 @@ export interface ForwardOptions {
   headers: OutgoingHttpHeaders;
   timeoutMs: number;
   logger: Logger;
+  /** The path and query sent (a policy's url-rewrite); the request's own by default. */
+  target?: string;
+  /** The body sent, when something read it first (a policy's verify-webhook); else the request. */
+  body?: Readable;
+  /**
+   * Writes the agent's answer to the client (a policy's on_http_response); by default its
+   * status and end-to-end fields, then its body as it comes.
+   */
+  respond?: Responder;
 }
+
+/** Writes an agent's answer (its head's end-to-end fields given) to the client's response. */
+export type Responder = (
+  answer: IncomingMessage,
+  fields: string[],
+  response: ServerResponse,
+) => void;
+
+/** The answer as it came: status, end-to-end fields, body streamed. */
+const passThrough: Responder = (answer, fields, response) => {
+  response.writeHead(answer.statusCode!, fields);
+  pipeline(answer, response, () => {});
+};
 
 /** Sends `request` to the agent and streams its answer to `response`; what was answered. */
 export function forwardRequest(
   streams: AgentStreams,
   request: IncomingMessage,
   response: ServerResponse,
-  { host, headers, timeoutMs, logger }: ForwardOptions,
+  { host, headers, timeoutMs, logger, target, body: source, respond = passThrough }: ForwardOptions,
 ): Answered {
   const answered: Answered = { headers: undefined, bodyBytes: 0, reused: false };
   const method = request.method ?? 'GET';
-  const body = new BodyRelay(request, IDEMPOTENT.has(method));
+  const body = new BodyRelay(source ?? request, IDEMPOTENT.has(method));
   let clientGone = false;
   let retried = false;
   // One timer for every attempt: the request's whole wait for the start of its answer.
@@ -75,7 +97,7 @@ export function forwardRequest(
   return answered;
 
   function attempt(via: { agent: Agent } | { createConnection: StreamConnector }) {
-    const upstream = httpRequest({ method, path: request.url, headers, ...via });
+    const upstream = httpRequest({ method, path: target ?? request.url, headers, ...via });
     let readBefore = 0;
     upstream.once('socket', (socket: Socket | StreamSocket) => {
       readBefore = socket.bytesRead;
@@ -124,14 +146,13 @@ export function forwardRequest(
     answer.on('data', (chunk: Buffer) => {
       answered.bodyBytes += chunk.length;
     });
-    response.writeHead(status!, endToEndFields(answer.rawHeaders));
-    pipeline(answer, response, () => {});
+    respond(answer, endToEndFields(answer.rawHeaders), response);
   }
 }
 
 /** The client's request body, relayed to one attempt after another. */
 class BodyRelay {
-  readonly #request: IncomingMessage;
+  readonly #request: Readable;
   #target: ClientRequest | undefined;
   /** What was relayed, kept for a retry; undefined when it is not (or no longer) kept. */
   #kept: Buffer[] | undefined;
@@ -140,7 +161,7 @@ class BodyRelay {
   #started = false;
   #ended = false;
 
-  constructor(request: IncomingMessage, keep: boolean) {
+  constructor(request: Readable, keep: boolean) {
     this.#request = request;
     this.#kept = keep ? [] : undefined;
   }

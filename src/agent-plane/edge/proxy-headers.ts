@@ -63,8 +63,9 @@ export function forwardedHeaders(
   host: string,
   { conn, tls }: Peer,
   upgrade = false,
+  fields: IncomingMessage['headers'] = request.headers,
 ): OutgoingHttpHeaders {
-  const headers = endToEndHeaders(request.headers, upgrade);
+  const headers = endToEndHeaders(fields, upgrade);
   const before = request.headers['x-forwarded-for'];
   headers['x-forwarded-for'] = before === undefined ? conn.clientIp : `${before}, ${conn.clientIp}`;
   headers['x-forwarded-host'] = host;

@@ -1,5 +1,4 @@
 import type { IncomingMessage } from 'node:http';
-import type { LiveSession } from '../sessions/live-session.ts';
 import type { Peer } from './peer.ts';
 import type { EdgePublisher } from './publisher.ts';
 import { type CompletedRequest, publishRequestOf } from './traffic-event.ts';
@@ -9,23 +8,26 @@ import { type CompletedRequest, publishRequestOf } from './traffic-event.ts';
 // one when its connection closes), handed to the pipeline as a Publish would be.
 
 /** What the edge learnt of one request's answer. */
-export type Answer = Pick<CompletedRequest, 'response' | 'connectionReused' | 'ipDecision'> & {
+export type Answer = Pick<
+  CompletedRequest,
+  'response' | 'connectionReused' | 'ipDecision' | 'decisions'
+> & {
   requestBytes: number;
 };
 
-/** Records completed requests of agents' sessions. */
+/** Records completed requests of an account's endpoints (its agents' or its cloud ones). */
 export type RecordRequest = (
-  session: LiveSession,
+  accountId: string,
   peer: Peer,
   request: IncomingMessage,
   answer: Answer,
 ) => void;
 
 export function requestRecorder(publisher: EdgePublisher): RecordRequest {
-  return (session, { conn, tls }, request, answer) =>
+  return (accountId, { conn, tls }, request, answer) =>
     publisher.publish(
       publishRequestOf({
-        accountId: session.facts.credential.accountId,
+        accountId,
         conn,
         tls,
         request: {
@@ -38,6 +40,7 @@ export function requestRecorder(publisher: EdgePublisher): RecordRequest {
         response: answer.response,
         connectionReused: answer.connectionReused,
         ipDecision: answer.ipDecision,
+        decisions: answer.decisions,
         endMs: Date.now(),
       }),
     );

@@ -1,23 +1,29 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Readable } from 'node:stream';
 import type { Logger } from '../../shared/logger.ts';
+import type { EndpointPolicies, EndpointPolicy, Exchange } from '../policy/index.ts';
 import type { LiveSession } from '../sessions/live-session.ts';
 import { CLIENT_CLOSED_REQUEST, errorPage } from './edge-answers.ts';
 import type { SessionFinder } from './find-session.ts';
 import { forwardRequest } from './forward-request.ts';
 import type { Peer } from './peer.ts';
+import { requestPhases, responder, toNodeHeaders, writeAnswer } from './policy-gate.ts';
 import { forwardedHeaders } from './proxy-headers.ts';
 import type { RecordRequest } from './record-event.ts';
 import type { AgentStreams } from './stream-pool.ts';
 
 // A request's way through the edge, one step per module: find the session (find-session.ts),
-// open a stream (stream-pool.ts), forward (forward-request.ts), record the event
-// (record-event.ts). Here they are put in order, with the edge's own answers between them.
+// run the endpoint's Traffic Policy (policy-gate.ts), open a stream (stream-pool.ts), forward
+// (forward-request.ts), record the event (record-event.ts). Here they are put in order, with the
+// edge's own answers between them.
 
 export interface RequestSteps {
   finder: SessionFinder;
   /** The streams to a session for a request from `peer`. */
   streams: (session: LiveSession, peer: Peer) => AgentStreams;
   record: RecordRequest;
+  /** The cloud endpoints whose policies run for their hostnames; absent: none. */
+  policies?: EndpointPolicies;
   timeoutMs: number;
   logger: Logger;
 }
@@ -36,11 +42,26 @@ export async function serveRequest(
 ): Promise<void> {
   const route = await steps.finder.find(host, peer, relay);
   if ('relayed' in route) return;
-  if ('missing' in route) {
+  const session = 'session' in route ? route.session : undefined;
+  let endpoint: EndpointPolicy | undefined;
+  try {
+    endpoint = await steps.policies?.forHost(host);
+  } catch (error) {
+    steps.logger.error({ err: error, host }, 'edge: endpoint policy look-up failed');
+    request.resume();
+    return errorPage(response, 503, 'The endpoint policy cannot be looked up; retry.');
+  }
+  // A policy applies to the hostname's agent only when both are one account's.
+  if (session !== undefined && endpoint?.accountId !== session.facts.credential.accountId) {
+    endpoint = undefined;
+  }
+  if ('missing' in route && (endpoint === undefined || route.failed !== undefined)) {
     request.resume();
     return errorPage(response, route.failed === 'ip-check' ? 503 : 502, route.missing);
   }
-  forward(steps, route.session, host, request, response, route.ipDecision, peer);
+  const ipDecision = 'ipDecision' in route ? route.ipDecision : 'invalid';
+  // A cloud endpoint with no agent behind it answers with its policy alone.
+  await forward(steps, { session, endpoint }, host, request, response, ipDecision, peer);
 }
 
 /** Counts the bytes that pass through a stream. */
@@ -52,30 +73,42 @@ function counted(stream: IncomingMessage): { bytes: number } {
   return tally;
 }
 
-function forward(
+/** Who serves the request: the agent's session, the cloud endpoint's policy, or both. */
+interface Target {
+  session: LiveSession | undefined;
+  endpoint: EndpointPolicy | undefined;
+}
+
+async function forward(
   steps: RequestSteps,
-  session: LiveSession,
+  { session, endpoint }: Target,
   host: string,
   request: IncomingMessage,
   response: ServerResponse,
   ipDecision: string,
   peer: Peer,
-): void {
+): Promise<void> {
   const requestBody = counted(request);
   let answered: ReturnType<typeof forwardRequest> | undefined;
-  // Every answer, the agent's or the edge's own 403/502/504, is one completed request; a
-  // request whose client left before any answer is a 499.
-  const completed = () =>
-    steps.record(session, peer, request, {
+  let exchange: Exchange | undefined;
+  const accountId = session?.facts.credential.accountId ?? endpoint!.accountId;
+  // Every answer, the agent's, the policy's or the edge's own 403/502/504, is one completed
+  // request; a request whose client left before any answer is a 499.
+  const completed = () => {
+    const statusCode = response.headersSent ? response.statusCode : CLIENT_CLOSED_REQUEST;
+    for (const after of exchange?.afterResponse ?? []) after(statusCode);
+    steps.record(accountId, peer, request, {
       requestBytes: requestBody.bytes,
       response: {
-        statusCode: response.headersSent ? response.statusCode : CLIENT_CLOSED_REQUEST,
+        statusCode,
         headers: answered?.headers ?? response.getHeaders(),
         bodyLength: answered?.bodyBytes ?? 0,
       },
       connectionReused: answered?.reused ?? false,
       ipDecision,
+      decisions: exchange?.decisions,
     });
+  };
   if (response.closed) return void completed();
   response.once('close', completed);
   if (ipDecision === 'block') {
@@ -83,12 +116,49 @@ function forward(
     errorPage(response, 403, 'Your address is not allowed by an IP restriction.');
     return;
   }
+  let via: { target?: string; headers: IncomingMessage['headers']; body?: Readable } = {
+    headers: request.headers,
+  };
+  if (endpoint !== undefined) {
+    // The body waits while the policy runs (counted() made it flow): nothing of it is lost.
+    request.pause();
+    const ran = await requestPhases(endpoint, steps.policies!.services, request, host, peer);
+    exchange = ran.x;
+    if (exchange.close) return void request.socket.destroy();
+    if (exchange.answer !== undefined) {
+      request.resume();
+      return writeAnswer(response, exchange.answer, exchange.setCookies);
+    }
+    if (exchange.forward !== undefined) {
+      // Internal endpoints are not bound yet (docs/traffic-policy.md): never another account's.
+      request.resume();
+      return errorPage(
+        response,
+        502,
+        `The internal endpoint ${exchange.forward.url} is not online.`,
+      );
+    }
+    via = {
+      target: exchange.request?.target,
+      headers: toNodeHeaders(exchange.request?.headers ?? {}),
+      body: ran.body(),
+    };
+    // Flows again from the next tick, once forwardRequest listens.
+    if (via.body === undefined) request.resume();
+  }
+  if (session === undefined) {
+    request.resume();
+    return errorPage(response, 502, `No agent is connected for ${host}.`);
+  }
   // The client left while its address was checked: nothing goes to the agent.
   if (request.socket.destroyed) return;
   answered = forwardRequest(steps.streams(session, peer), request, response, {
     host,
-    headers: forwardedHeaders(request, host, peer),
+    headers: forwardedHeaders(request, host, peer, false, via.headers),
     timeoutMs: steps.timeoutMs,
     logger: steps.logger,
+    target: via.target,
+    body: via.body,
+    respond: exchange === undefined ? undefined : responder(endpoint!, exchange, request),
   });
 }

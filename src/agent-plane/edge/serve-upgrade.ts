@@ -1,13 +1,16 @@
-import type { IncomingMessage } from 'node:http';
+import { type IncomingMessage, STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
+import type { Decisions } from '../policy/index.ts';
 import { refuseUpgrade } from './edge-answers.ts';
 import type { Peer } from './peer.ts';
+import { requestPhases, toNodeHeaders } from './policy-gate.ts';
 import { forwardedHeaders } from './proxy-headers.ts';
 import type { RequestSteps } from './serve-request.ts';
 import { tunnelUpgrade, type UpgradeOutcome } from './upgrade-tunnel.ts';
 
 // An Upgrade's way through the edge: the same steps as a request's (serve-request.ts), on a
-// fresh stream of its own, recorded once when its connection closes.
+// fresh stream of its own, recorded once when its connection closes. The endpoint's policy runs
+// on its head as on a request's; an answer of the policy refuses the Upgrade with its status.
 
 /** Serves an Upgrade for `host`: to this instance's session, else through `relay` to its owner's. */
 export async function serveUpgrade(
@@ -32,8 +35,9 @@ export async function serveUpgrade(
     );
   }
   const { session, ipDecision } = route;
+  let decisions: Decisions | undefined;
   const done = (statusCode: number, outcome?: UpgradeOutcome) =>
-    steps.record(session, peer, request, {
+    steps.record(session.facts.credential.accountId, peer, request, {
       requestBytes: outcome?.requestBytes ?? 0,
       response: {
         statusCode,
@@ -42,15 +46,28 @@ export async function serveUpgrade(
       },
       connectionReused: false,
       ipDecision,
+      decisions,
     });
   if (ipDecision === 'block') {
     refuseUpgrade(socket, 403, 'Forbidden');
     return done(403);
   }
+  let fields = request.headers;
+  const endpoint = await steps.policies?.forHost(host);
+  if (endpoint !== undefined && endpoint.accountId === session.facts.credential.accountId) {
+    const { x } = await requestPhases(endpoint, steps.policies!.services, request, host, peer);
+    decisions = x.decisions;
+    const status = x.answer?.statusCode ?? (x.close || x.forward ? 502 : undefined);
+    if (status !== undefined) {
+      refuseUpgrade(socket, status, STATUS_CODES[status] ?? 'Refused');
+      return done(status);
+    }
+    fields = toNodeHeaders(x.request?.headers ?? {});
+  }
   const options = {
     connect: steps.streams(session, peer).fresh,
     host,
-    headers: forwardedHeaders(request, host, peer, true),
+    headers: forwardedHeaders(request, host, peer, true, fields),
     timeoutMs: steps.timeoutMs,
     logger: steps.logger,
   };

@@ -1,4 +1,4 @@
-import { create, type MessageInitShape, toBinary } from '@bufbuild/protobuf';
+import { create, type JsonObject, type MessageInitShape, toBinary } from '@bufbuild/protobuf';
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
 import {
   HttpRequestCompleteSchema,
@@ -6,6 +6,7 @@ import {
 } from '../../gen/agent_ingress/events/v0/traffic_pb.ts';
 import { PublishRequestSchema } from '../../gen/agent_ingress/ingest/v0/ingest_pb.ts';
 import { newId } from '../../shared/ids.ts';
+import type { Decisions } from '../policy/index.ts';
 
 // http_request_complete.v0 as the edge knows it, encoded as the PublishRequest an external edge
 // proxy would post: the pipeline gets the same bytes either way, so filters, field selection,
@@ -48,6 +49,8 @@ export interface CompletedRequest {
   connectionReused: boolean;
   /** ip_policy.decision: `allow`, `block`, or `invalid` when no IP restriction was checked. */
   ipDecision: string;
+  /** What the endpoint's Traffic Policy decided; absent: no policy ran. */
+  decisions?: Decisions;
   endMs: number;
 }
 
@@ -72,16 +75,27 @@ export function normalizeHeaders(headers: NodeJS.Dict<string | string[] | number
 
 type HttpRequestCompleteInit = MessageInitShape<typeof HttpRequestCompleteSchema>;
 
+/** ip_policy.decision of the endpoint's IP restrictions and its policy's restrict-ips together. */
+export function combinedIpDecision(restrictions: string, policy: string | undefined): string {
+  if (restrictions === 'block' || policy === 'block') return 'block';
+  if (restrictions === 'allow' || policy === 'allow') return 'allow';
+  return 'invalid';
+}
+
 /** The event's payload; modules that did not run say `invalid`. */
 export function httpRequestComplete(done: CompletedRequest): HttpRequestCompleteInit {
   const { conn, request, response, tls } = done;
+  const d = done.decisions;
   const scheme = tls === undefined ? 'http' : 'https';
   const url = new URL(request.target, `${scheme}://${request.host}`);
   return {
     backend: { connectionReused: done.connectionReused },
-    basicAuth: { decision: 'invalid' },
-    circuitBreaker: { decision: 'invalid' },
-    compression: { algorithm: 'none', bytesSaved: 0n },
+    basicAuth: d ? d.basicAuth : { decision: 'invalid' },
+    circuitBreaker: { decision: d?.circuitBreaker ?? 'invalid' },
+    compression: {
+      algorithm: d?.compression.algorithm ?? 'none',
+      bytesSaved: BigInt(d?.compression.bytesSaved ?? 0),
+    },
     conn: {
       clientIp: conn.clientIp,
       serverIp: conn.serverIp,
@@ -109,10 +123,17 @@ export function httpRequestComplete(done: CompletedRequest): HttpRequestComplete
         statusCode: response.statusCode,
       },
     },
-    ipPolicy: { decision: done.ipDecision },
-    oauth: { decision: 'invalid' },
+    ipPolicy: { decision: combinedIpDecision(done.ipDecision, d?.ipPolicy) },
+    oauth: d
+      ? {
+          decision: d.oauth.decision,
+          appClientId: d.oauth.appClientId,
+          user: { id: d.oauth.userId, name: d.oauth.userName },
+        }
+      : { decision: 'invalid' },
     ...(tls === undefined ? {} : { tls: tlsMessage(tls) }),
-    webhookVerification: { decision: 'invalid' },
+    ...(d === undefined ? {} : { trafficPolicy: { logs: d.logs as JsonObject[] } }),
+    webhookVerification: { decision: d?.webhookVerification ?? 'invalid' },
   };
 }
 

@@ -34,6 +34,27 @@ async function holderOf(
   return live.some((claim) => covers(claim, hostname)) ? 'this account' : 'nobody';
 }
 
+/**
+ * Why the account may not serve `hostname` (an agent's bind, a cloud endpoint's URL), or
+ * undefined when it holds the name.
+ */
+export async function hostnameRefusal(
+  db: Queryable,
+  config: ServiceNamesConfig,
+  accountId: string,
+  hostname: string,
+): Promise<string | undefined> {
+  if (!HOSTNAME.test(hostname)) return `"${hostname}" is not a hostname`;
+  const own = serviceNameRefusal(config, hostname, true);
+  if (own !== undefined) return own;
+  const holder = await holderOf(db, accountId, hostname);
+  if (holder === 'another account') return `"${hostname}" is a name of another account`;
+  if (holder === 'nobody') {
+    return `"${hostname}" is not a domain of this account: create an Agent Ingress or reserve the domain first`;
+  }
+  return undefined;
+}
+
 /** Why `credential` may not bind `hostname`, or undefined when it may. */
 export async function bindRefusal(
   db: Queryable,
@@ -44,13 +65,8 @@ export async function bindRefusal(
   if (!HOSTNAME.test(hostname)) {
     return `"${hostname}" is not a hostname: use ssh -R <hostname>:80:localhost:<port>`;
   }
-  const own = serviceNameRefusal(config, hostname, true);
-  if (own !== undefined) return own;
-  const holder = await holderOf(db, credential.accountId, hostname);
-  if (holder === 'another account') return `"${hostname}" is a name of another account`;
-  if (holder === 'nobody') {
-    return `"${hostname}" is not a domain of this account: create an Agent Ingress or reserve the domain first`;
-  }
+  const refusal = await hostnameRefusal(db, config, credential.accountId, hostname);
+  if (refusal !== undefined) return refusal;
   if (!aclAllows(credential.acl, hostname)) {
     return `the credential's acl does not allow binding "${hostname}"`;
   }

@@ -2,6 +2,7 @@ import { AGENT_INGRESSES } from './agent-ingresses/resource.ts';
 import { API_KEYS } from './api-keys/resource.ts';
 import { CERTIFICATE_AUTHORITIES } from './certificate-authorities/resource.ts';
 import { CREDENTIALS } from './credentials/resource.ts';
+import { ENDPOINTS } from './endpoints/resource.ts';
 import { EVENT_DESTINATIONS } from './event-destinations/resource.ts';
 import { EVENT_SUBSCRIPTIONS } from './event-subscriptions/resource.ts';
 import { IP_POLICIES } from './ip-policies/resource.ts';
@@ -38,4 +39,5 @@ export const RESOURCES: readonly Resource[] = [
   SSH_CERTIFICATE_AUTHORITIES,
   SSH_HOST_CERTIFICATES,
   SSH_USER_CERTIFICATES,
+  ENDPOINTS,
 ];

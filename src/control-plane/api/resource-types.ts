@@ -72,7 +72,12 @@ export interface Resource {
    * A valid create body, for examples and generated tests (the isolation sweep, fuzzing): `tag`
    * makes it unique, `idOf` names an existing object of a resource it refers to.
    */
-  example: (make: { tag: string; idOf: (path: string) => string }) => Record<string, unknown>;
+  example: (make: {
+    tag: string;
+    idOf: (path: string) => string;
+    /** A domain the account holds (an Agent Ingress's), for a resource on one of its names. */
+    held?: string;
+  }) => Record<string, unknown>;
   /** Query parameters DELETE takes, by name and meaning. */
   deleteQuery?: Record<string, string>;
   extraRoutes?: ExtraRoute[];

@@ -1,7 +1,8 @@
 import type { ASTNode } from '@marcbachmann/cel-js';
 import type { RE2JS } from 're2js';
-import { filterableFields, isTrafficType, type TrafficEventType } from '../../catalogue/index.ts';
+import { isTrafficType, type TrafficEventType } from '../../catalogue/index.ts';
 import type { EventJson } from '../wire-json/to-json.ts';
+import type { CelEnvironment } from './cel-environment.ts';
 import { intLiteralOutOfRange } from './cel-semantics.ts';
 import { filterEnvironment } from './filter-environment.ts';
 import { FILTER_LIMITS } from './filter-limits.ts';
@@ -45,7 +46,9 @@ export type JsMatches = (event: EventJson) => boolean;
 /** What compileToJs needs besides the checked AST. */
 export interface CompileToJsOptions {
   /** The traffic kind the AST was checked for (its Filterable leaves are the readable fields). */
-  readonly type: TrafficEventType;
+  readonly type?: TrafficEventType;
+  /** Or the environment it was checked against (a policy's): its leaves are the readable ones. */
+  readonly environment?: CelEnvironment;
   /**
    * Literal `matches` patterns already compiled (compileFilter's map, validated against the
    * limits). Patterns missing from it are compiled and checked here.
@@ -58,15 +61,17 @@ export interface CompileToJsOptions {
  * JS predicate, or undefined when a node is outside the supported subset (keep the evaluator).
  */
 export function compileToJs(ast: ASTNode, options: CompileToJsOptions): JsMatches | undefined {
-  const fe = filterEnvironment(options.type);
+  const ce =
+    options.environment ??
+    (options.type === undefined ? undefined : filterEnvironment(options.type));
+  if (ce === undefined) throw new Error('compileToJs: a type or an environment is required');
   const leaves = new Map<string, Leaf>();
-  for (const f of filterableFields(options.type)) {
-    leaves.set(f.name, { name: f.name, path: f.path, kind: f.kind });
-  }
+  for (const f of ce.leaves) leaves.set(f.name, { name: f.name, path: f.path, kind: f.kind });
   const translator = new Translator(
     leaves,
-    new Set(fe.variables),
+    new Set(ce.variables),
     options.regexes ?? new Map<string, RE2JS>(),
+    ce.rootAlias,
   );
   let source: string;
   try {

@@ -1,6 +1,5 @@
 import type { ASTNode } from '@marcbachmann/cel-js';
-import { groupNames, trafficFields } from '../../catalogue/index.ts';
-import type { FilterEnvironment } from './filter-environment.ts';
+import type { CelEnvironment } from './cel-environment.ts';
 import { describePosition, FilterError, positionAt } from './filter-error.ts';
 
 // Turns cel-js's parse and type errors into messages an API user can act on: the field they
@@ -17,7 +16,7 @@ interface CelError {
 
 /** Builds a FilterError whose message ends with its position (and the filterable fields). */
 export function filterError(
-  fe: FilterEnvironment,
+  fe: CelEnvironment,
   expression: string,
   code: FilterError['code'],
   what: string,
@@ -26,13 +25,14 @@ export function filterError(
 ): FilterError {
   const position = offset === undefined ? undefined : positionAt(expression, offset);
   const where = position ? ` ${describePosition(expression, position)}` : '';
-  const fields = listFields ? `; filterable fields: ${fe.allowedFields.join(', ')}` : '';
-  return new FilterError(code, `filter: ${what}${where}${fields}`, fe.allowedFields, position);
+  const noun = fe.label === 'filter' ? 'filterable fields' : 'variables';
+  const fields = listFields ? `; ${noun}: ${fe.allowedFields.join(', ')}` : '';
+  return new FilterError(code, `${fe.label}: ${what}${where}${fields}`, fe.allowedFields, position);
 }
 
 /** The FilterError for an error thrown by cel-js's parser or returned by its type check. */
 export function fromCelError(
-  fe: FilterEnvironment,
+  fe: CelEnvironment,
   expression: string,
   err: unknown,
   ast?: ASTNode,
@@ -75,34 +75,21 @@ export function fromCelError(
 
 /** The error for a field reference the environment does not declare (unknown or not filterable). */
 export function unknownField(
-  fe: FilterEnvironment,
+  fe: CelEnvironment,
   expression: string,
   written: string,
   offset: number,
 ) {
-  const name = written.startsWith('ev.') ? written.slice(3) : written;
-  if (isCatalogueName(fe, name)) {
-    return filterError(
-      fe,
-      expression,
-      'not_filterable',
-      `field '${written}' is not filterable`,
-      offset,
-      true,
-    );
+  const alias = fe.rootAlias === undefined ? undefined : `${fe.rootAlias}.`;
+  const name =
+    alias !== undefined && written.startsWith(alias) ? written.slice(alias.length) : written;
+  const why = fe.unreadable(name, written);
+  if (why !== undefined) {
+    return filterError(fe, expression, 'not_filterable', why, offset, true);
   }
   const hint = fe.allowedFields.find((f) => f.endsWith(`.${name}`));
   const what = `unknown field '${written}'${hint ? ` (did you mean '${hint}'?)` : ''}`;
   return filterError(fe, expression, 'unknown_field', what, offset, true);
-}
-
-// A name the event kind has (a leaf, a group, or a path below a leaf such as a header name).
-function isCatalogueName(fe: FilterEnvironment, name: string): boolean {
-  const groups = groupNames(fe.type);
-  return (
-    groups.includes(name) ||
-    trafficFields(fe.type).some((f) => name === f.name || name.startsWith(`${f.name}.`))
-  );
 }
 
 interface FieldReference {

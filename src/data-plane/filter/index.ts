@@ -2,6 +2,18 @@
 // per subscription version and run per event in the workers.
 
 export {
+  type CelEnvironment,
+  type CelEnvironmentSpec,
+  celEnvironment,
+  type VariableKind,
+  type VariableLeaf,
+} from './cel-environment.ts';
+export {
+  type CompiledExpression,
+  compileExpression,
+  type Expectation,
+} from './compile-expression.ts';
+export {
   type CompiledFilter,
   type CompileFilterOptions,
   compileFilter,

@@ -1,4 +1,4 @@
-import type { FieldKind } from '../../catalogue/index.ts';
+import type { VariableKind } from './cel-environment.ts';
 import { isIdentifier } from './generated-code.ts';
 import { type Leaf, unsupported } from './js-translator.ts';
 
@@ -29,7 +29,7 @@ export function groupTree(leaves: Iterable<Leaf>): GroupTree {
   return root;
 }
 
-const isInt = (kind: FieldKind) => kind === 'int32' || kind === 'int64';
+const isInt = (kind: VariableKind) => kind === 'int32' || kind === 'int64';
 
 /**
  * The reads at the top of the generated function: every group (a non-object reads as empty),

@@ -1,6 +1,6 @@
 import type { ASTNode } from '@marcbachmann/cel-js';
 import type { RE2JS } from 're2js';
-import type { FieldKind } from '../../catalogue/index.ts';
+import type { VariableKind } from './cel-environment.ts';
 import { compareStrings, inInt64 } from './cel-semantics.ts';
 import { FILTER_LIMITS } from './filter-limits.ts';
 import { literal } from './generated-code.ts';
@@ -24,7 +24,7 @@ const STRING_METHODS: Readonly<Record<string, string>> = {
 };
 
 /** The CEL type each supported leaf kind is declared with (filter-environment.ts). */
-const LEAF_TYPES: Partial<Record<FieldKind, string>> = {
+const LEAF_TYPES: Partial<Record<VariableKind, string>> = {
   string: 'string',
   int32: 'int',
   int64: 'int',
@@ -68,7 +68,7 @@ export interface Leaf {
   /** Dotted name, e.g. `conn.server_port`. */
   name: string;
   path: readonly string[];
-  kind: FieldKind;
+  kind: VariableKind;
 }
 
 interface NodeMeta {
@@ -103,15 +103,19 @@ export class Translator {
   private readonly regexes: Map<string, RE2JS>;
   private matcher: number | undefined;
   private readonly helpers = new Map<unknown, number>();
+  /** The variable bound to the whole tree (filters: `ev`). */
+  private readonly rootAlias: string | undefined;
 
   constructor(
     leaves: Map<string, Leaf>,
     variables: Set<string>,
     regexes: ReadonlyMap<string, RE2JS>,
+    rootAlias: string | undefined = 'ev',
   ) {
     this.leaves = leaves;
     this.variables = variables;
     this.regexes = new Map(regexes);
+    this.rootAlias = rootAlias;
   }
 
   constant(value: unknown): string {
@@ -171,7 +175,7 @@ export class Translator {
     }
     if (!isNode(v) || v.op !== 'id' || typeof v.args !== 'string') return undefined;
     if (!this.variables.has(v.args)) return undefined;
-    const path = v.args === 'ev' ? names : [v.args, ...names];
+    const path = v.args === this.rootAlias ? names : [v.args, ...names];
     return this.leaves.get(path.join('.'));
   }
 

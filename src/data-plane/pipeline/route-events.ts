@@ -3,6 +3,8 @@ import { PublishResponseSchema } from '../../gen/agent_ingress/ingest/v0/ingest_
 import type { AppError } from '../../shared/errors.ts';
 import { newId } from '../../shared/ids.ts';
 import type { SpanProjection } from '../filter/index.ts';
+import { redactObject } from '../redaction/event-object.ts';
+import { DEFAULT_REDACTION } from '../redaction/policy.ts';
 import { BlockWriter, RecordMeta } from '../sinks/record-block.ts';
 import { type RequestText, readPublishRequest, type TextEvent } from '../wire-json/request-text.ts';
 import type { EventJson } from '../wire-json/to-json.ts';
@@ -57,16 +59,20 @@ function envelopeText(
   });
 }
 
-/** Writes a record's envelope: its head (text[head, headEnd)), the selected fields, the brace. */
+/**
+ * Writes a record's envelope: its head (text[head, headEnd)), the selected fields (spans from
+ * `spanBase`), the brace.
+ */
 function writeRecord(
   writer: BlockWriter,
   request: RequestText,
   head: number,
   headEnd: number,
   projection: SpanProjection,
+  spans: Int32Array,
   spanBase: number,
 ): void {
-  const { text, spans } = request;
+  const { text } = request;
   writer.bytes(text, head, headEnd);
   for (const op of projection) {
     if (typeof op === 'number') {
@@ -109,7 +115,7 @@ export function routeRequest(
 ): RouteResult {
   let request: RequestText;
   try {
-    request = readPublishRequest(bytes, maxEvents);
+    request = readPublishRequest(bytes, maxEvents, routing.redaction);
   } catch (error) {
     if ((error as AppError).code === 'ERR_BODY_TOO_LARGE') {
       return {
@@ -155,7 +161,8 @@ export function routeRequest(
       tee.event(
         accountId,
         eventType,
-        () => request.object(i),
+        // A preview shows what a source that says nothing of redaction would deliver.
+        () => redactObject(request.object(i), DEFAULT_REDACTION),
         (selected) => envelopeText(eventId, eventType, timestamp, accountId, selected),
       );
     }
@@ -185,7 +192,21 @@ export function routeRequest(
           writers.set(destinationId, writer);
         }
         if (record === undefined) {
-          writeRecord(writer, request, head, headEnd, route.projection, event.spanBase);
+          // A route redacting otherwise than the text was written copies from its own rewrite.
+          if (route.redaction.key === event.redaction!.key) {
+            writeRecord(
+              writer,
+              request,
+              head,
+              headEnd,
+              route.projection,
+              request.spans,
+              event.spanBase,
+            );
+          } else {
+            const spans = request.rewrite(i, route.redaction);
+            writeRecord(writer, request, head, headEnd, route.projection, spans, 0);
+          }
           writer.endRecordMeta(meta);
           record = {
             projectionKey: route.projectionKey,

@@ -6,6 +6,12 @@ import {
   compileSpanProjection,
   type SpanProjection,
 } from '../filter/index.ts';
+import {
+  DEFAULT_REDACTION,
+  type Redaction,
+  type RedactionSettings,
+  redactionOf,
+} from '../redaction/policy.ts';
 import { newRouteTally, type RouteTally } from './match-tally.ts';
 import { sampleBound } from './sampling.ts';
 
@@ -15,8 +21,16 @@ export interface RoutingConfig {
   subscriptions: {
     id: string;
     accountId: string;
-    /** sampleRate: the share of filtered events delivered (0 < r <= 1); omitted: 1. */
-    sources: { type: string; filter: string; fields: string[]; sampleRate?: number }[];
+    /**
+     * sampleRate: the share of filtered events delivered (0 < r <= 1); omitted: 1. The
+     * redaction settings (redactHeaders, keepCredentials): omitted, the defaults.
+     */
+    sources: ({
+      type: string;
+      filter: string;
+      fields: string[];
+      sampleRate?: number;
+    } & RedactionSettings)[];
     destinationIds: string[];
   }[];
 }
@@ -30,7 +44,9 @@ export interface Route {
   sampleBound: number | undefined;
   /** The selected fields as spans of the event's JSON text ([0]: every field). */
   projection: SpanProjection;
-  /** Equal for routes that select the same fields, so their output is serialized once. */
+  /** What the source's deliveries redact (docs/security.md#redacted). */
+  redaction: Redaction;
+  /** Equal for routes that select the same fields and redact alike: their output is written once. */
   projectionKey: string;
   destinationIds: readonly string[];
   /** Where routeRequest counts this route's matches in one request (match-tally.ts). */
@@ -41,6 +57,8 @@ export interface Route {
 export interface Routing {
   readonly version: number;
   routes(accountId: string, eventType: string): readonly Route[];
+  /** The redaction an event's text is written with first: its first route's, or the default. */
+  redaction(accountId: string, eventType: string): Redaction;
   /** Sources that no longer compile (the catalogue changed under a stored filter); skipped. */
   readonly broken: readonly { subscriptionId: string; type: string; error: string }[];
 }
@@ -57,6 +75,9 @@ export function compileRouting(config: RoutingConfig): Routing {
       let route: Route;
       try {
         const traffic = isTrafficType(source.type);
+        const redaction = redactionOf(source);
+        const fieldsKey =
+          traffic && source.fields.length > 0 ? [...source.fields].sort().join(',') : '*';
         route = {
           subscriptionId: subscription.id,
           filter:
@@ -65,8 +86,8 @@ export function compileRouting(config: RoutingConfig): Routing {
               : undefined,
           sampleBound: sampleBound(source.sampleRate ?? 1),
           projection: traffic ? compileSpanProjection(source.type, source.fields) : [0],
-          projectionKey:
-            traffic && source.fields.length > 0 ? [...source.fields].sort().join(',') : '*',
+          redaction,
+          projectionKey: `${fieldsKey}|${redaction.key}`,
           destinationIds: subscription.destinationIds,
           tally: newRouteTally(),
         };
@@ -84,5 +105,7 @@ export function compileRouting(config: RoutingConfig): Routing {
     version: config.version,
     broken,
     routes: (accountId, eventType) => table.get(`${accountId}\n${eventType}`) ?? NONE,
+    redaction: (accountId, eventType) =>
+      table.get(`${accountId}\n${eventType}`)?.[0].redaction ?? DEFAULT_REDACTION,
   };
 }

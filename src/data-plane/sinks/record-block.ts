@@ -46,6 +46,10 @@ export interface Batch {
 
 /** How many metadata values a record has (event id, event type, account id, partition key). */
 const META = 4;
+
+/** A record's metadata values, by their place in the block. */
+export const META_FIELD = { eventId: 0, eventType: 1, accountId: 2, partitionKey: 3 } as const;
+export type MetaField = (typeof META_FIELD)[keyof typeof META_FIELD];
 const NEWLINE = 0x0a;
 
 const asBuffer = (u: Uint8Array): Buffer =>
@@ -103,6 +107,13 @@ export class RecordBlock implements Batch {
     const at = i * META + k;
     const from = at === 0 ? 0 : this.metaEnds[at - 1];
     return this.meta.toString('utf8', from, this.metaEnds[at]);
+  }
+
+  /** Metadata value k of record i as UTF-8 bytes: a view of the block, not a copy. */
+  metaBytes(i: number, k: MetaField): Buffer {
+    const at = i * META + k;
+    const from = at === 0 ? 0 : this.metaEnds[at - 1];
+    return this.meta.subarray(from, this.metaEnds[at]);
   }
 
   eventId(i: number): string {

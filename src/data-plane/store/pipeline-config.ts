@@ -14,7 +14,14 @@ export interface PipelineDestination {
 export interface PipelineSubscription {
   id: string;
   accountId: string;
-  sources: { type: string; filter: string; fields: string[]; sampleRate: number }[];
+  sources: {
+    type: string;
+    filter: string;
+    fields: string[];
+    sampleRate: number;
+    redactHeaders: string[];
+    keepCredentials: boolean;
+  }[];
   destinationIds: string[];
 }
 
@@ -67,8 +74,11 @@ export async function loadPipelineConfig(db: Db, keyring: Keyring): Promise<Pipe
       filter: string;
       fields: string[];
       sample_rate: number;
+      redact_headers: string[];
+      keep_credentials: boolean;
     }>(
-      `SELECT subscription_id, type, filter, fields, sample_rate FROM event_sources
+      `SELECT subscription_id, type, filter, fields, sample_rate, redact_headers, keep_credentials
+       FROM event_sources
        ORDER BY subscription_id, position, type`,
     );
     const links = await tx.query<{ subscription_id: string; destination_id: string }>(
@@ -85,6 +95,8 @@ export async function loadPipelineConfig(db: Db, keyring: Keyring): Promise<Pipe
         filter: row.filter,
         fields: row.fields,
         sampleRate: row.sample_rate,
+        redactHeaders: row.redact_headers,
+        keepCredentials: row.keep_credentials,
       });
     }
     for (const row of links.rows)

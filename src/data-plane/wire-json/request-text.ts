@@ -3,6 +3,8 @@ import { TimestampSchema } from '@bufbuild/protobuf/wkt';
 import { type TrafficEventType, trafficEventSchemas } from '../../catalogue/event-types.ts';
 import { filterableFields } from '../../catalogue/fields.ts';
 import { EventSchema, PublishRequestSchema } from '../../gen/agent_ingress/ingest/v0/ingest_pb.ts';
+import { redactObject } from '../redaction/event-object.ts';
+import { DEFAULT_REDACTION, type Redaction } from '../redaction/policy.ts';
 import { requestEnvelope } from './envelope.ts';
 import { writeJsString } from './json-bytes.ts';
 import type { EventJson } from './to-json.ts';
@@ -27,6 +29,12 @@ import {
 // live in buffers this module keeps and reuses: a RequestText is valid until the next request
 // is read (a worker reads one at a time). Malformed input throws ERR_INVALID_EVENTS, and
 // ERR_BODY_TOO_LARGE before reading an event past `maxEvents`, as decodePublishRequest does.
+// Each payload is written under its route's redaction (docs/security.md#redacted), asked once
+// per run of one account's events of one kind; a route with another one gets the event written
+// again under its own (`rewrite`), so a redacted value never reaches the text it copies from.
+
+/** The redaction an event's text is first written with: its first route's, or the default. */
+export type RedactionOf = (accountId: string, type: TrafficEventType) => Redaction;
 
 /** One event of a request: its envelope as sent, and where its JSON is. */
 export interface TextEvent {
@@ -43,6 +51,8 @@ export interface TextEvent {
   /** The payload's bytes in the request. */
   payloadStart: number;
   payloadEnd: number;
+  /** What its text was written with (undefined for an invalid event, never written). */
+  redaction: Redaction | undefined;
 }
 
 const envelope = requestEnvelope();
@@ -78,6 +88,10 @@ const c = newCursor();
 let text: Buffer = Buffer.allocUnsafeSlow(256 * 1024);
 let spans = new Int32Array(0);
 let tuples = new Int32Array(0);
+// Another redaction's spans of the event last rewritten (and Filterable slots nobody reads).
+const rewritten = new Map<string, Int32Array>();
+let rewrittenEvent = -1;
+let scratchTuples = new Int32Array(0);
 
 /** A request's events and their JSON text; valid until the next readPublishRequest. */
 export class RequestText {
@@ -148,6 +162,41 @@ export class RequestText {
     return start;
   }
 
+  /**
+   * Event i's payload written again under `redaction` (after the text so far), for a route
+   * whose redaction is not the one its text was written with: the spans to copy its fields
+   * from. Kept for the event until another is rewritten.
+   */
+  rewrite(i: number, redaction: Redaction): Int32Array {
+    if (rewrittenEvent !== i) {
+      rewritten.clear();
+      rewrittenEvent = i;
+    }
+    const known = rewritten.get(redaction.key);
+    if (known !== undefined) return known;
+    const event = this.events[i];
+    const type = event.type!;
+    const out = new Int32Array(2 * maxSpans());
+    if (event.object !== undefined) {
+      const target = { text: this.text, at: this.at };
+      writeFromObject(target, jsonShape(type), redactObject(event.object, redaction), out, 0);
+      this.text = target.text;
+      this.at = target.at;
+    } else {
+      const writers = jsonWriters();
+      if (scratchTuples.length < tupleStride()) scratchTuples = new Int32Array(tupleStride());
+      writers.target(this.text, this.at, out, 0, scratchTuples, 0);
+      writers.redact(redaction);
+      // The same bytes were written once already: no OUT_OF_ORDER now.
+      writers.roots.get(type)!(this.bytes, event.payloadStart, event.payloadEnd);
+      this.text = writers.text();
+      this.at = writers.at();
+    }
+    text = this.text;
+    rewritten.set(redaction.key, out);
+    return out;
+  }
+
   private reserve(n: number): void {
     if (this.at + n <= this.text.length) return;
     const next = Buffer.allocUnsafeSlow(Math.max(this.text.length * 2, this.at + n));
@@ -205,12 +254,23 @@ function grow(count: number): void {
   }
 }
 
-/** Reads a binary PublishRequest: every event's envelope, and its payload's JSON text. */
+const defaultRedaction: RedactionOf = () => DEFAULT_REDACTION;
+
+/**
+ * Reads a binary PublishRequest: every event's envelope, and its payload's JSON text written
+ * under `redactionOf` its account and kind.
+ */
 export function readPublishRequest(
   bytes: Uint8Array,
   maxEvents = Number.POSITIVE_INFINITY,
+  redactionOf: RedactionOf = defaultRedaction,
 ): RequestText {
   const writers = jsonWriters();
+  rewrittenEvent = -1;
+  // Requests mostly carry runs of one account's events of one kind.
+  let lastAccount: string | undefined;
+  let lastType: TrafficEventType | undefined;
+  let redaction = DEFAULT_REDACTION;
   const spanStride = 2 * maxSpans();
   const out: TextEvent[] = [];
   let at = 0;
@@ -237,11 +297,20 @@ export function readPublishRequest(
     if (out.length === maxEvents) tooManyEvents(maxEvents);
     grow(out.length + 1);
     const event = readEvent(bytes, pos, pos + n, out.length * spanStride);
+    if (event.type !== undefined) {
+      if (event.accountId !== lastAccount || event.type !== lastType) {
+        lastAccount = event.accountId;
+        lastType = event.type;
+        redaction = redactionOf(lastAccount, lastType);
+      }
+      event.redaction = redaction;
+    }
     if (event.type !== undefined && event.object === undefined) {
       const tupleBase = out.length * tupleStride();
       // A leaf the payload lacks keeps -1: its default, not the previous event's value.
       tuples.fill(-1, tupleBase, tupleBase + tupleStride());
       writers.target(text, at, spans, event.spanBase, tuples, tupleBase);
+      writers.redact(redaction);
       try {
         writers.roots.get(event.type)!(bytes, event.payloadStart, event.payloadEnd);
         text = writers.text();
@@ -255,7 +324,8 @@ export function readPublishRequest(
     }
     if (event.object !== undefined) {
       const target = { text, at };
-      writeFromObject(target, jsonShape(event.type!), event.object, spans, event.spanBase);
+      const object = redactObject(event.object, redaction);
+      writeFromObject(target, jsonShape(event.type!), object, spans, event.spanBase);
       text = target.text;
       at = target.at;
     }
@@ -318,6 +388,7 @@ function readEvent(bytes: Uint8Array, pos: number, end: number, spanBase: number
     object: undefined,
     payloadStart,
     payloadEnd,
+    redaction: undefined,
   };
   if (timestamps > 1 || payloads > 1) Object.assign(event, decodeEventAt(bytes, start, end));
   return event;

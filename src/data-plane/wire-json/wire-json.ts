@@ -4,7 +4,18 @@ import { TimestampSchema } from '@bufbuild/protobuf/wkt';
 import { type TrafficEventType, trafficEventSchemas } from '../../catalogue/event-types.ts';
 import { fieldKindOf, filterableFields } from '../../catalogue/fields.ts';
 import type { FieldKind } from '../../catalogue/types.ts';
-import { NUMBER_ROOM, writeAscii, writeBool, writeInteger, writeString } from './json-bytes.ts';
+import type { NameSet, Redaction } from '../redaction/policy.ts';
+import { REDACTED } from '../redaction/policy.ts';
+import { queryHasName, redactQuery, redactUrl } from '../redaction/query.ts';
+import {
+  checkUtf8,
+  NUMBER_ROOM,
+  writeAscii,
+  writeBool,
+  writeInteger,
+  writeJsString,
+  writeString,
+} from './json-bytes.ts';
 import type { EventJson } from './to-json.ts';
 import { formatTimestamp, wireToJson } from './wire-decode.ts';
 import { readMapEntry, sameOrIndexKey } from './wire-json-map.ts';
@@ -35,6 +46,8 @@ export const OUT_OF_ORDER: unique symbol = Symbol('wire-json: write this event f
 /** One field of a message as the writer sees it: its span and, for a group, its message. */
 export interface JsonField {
   name: string;
+  /** Its dotted name from the payload (`http.request.url.query`). */
+  path: string;
   kind: FieldKind | undefined;
   /** Its span's id: spans[base + 2·id] and spans[base + 2·id + 1] bound `"name":value`. */
   span: number;
@@ -67,6 +80,12 @@ export interface JsonShape {
 
 const IDENTIFIER = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
 
+/** The string fields that carry a query string (docs/security.md#redacted): raw or not. */
+const QUERY_FIELDS = new Map([
+  ['http.request.url.query', false],
+  ['http.request.url.raw', true],
+]);
+
 function shapeOf(type: TrafficEventType, nodes: JsonNode[]): JsonShape {
   const filterable = filterableFields(type).map((f) => f.name);
   const spanOf = new Map<string, number>();
@@ -88,6 +107,7 @@ function shapeOf(type: TrafficEventType, nodes: JsonNode[]): JsonShape {
           : undefined;
       node.fields.push({
         name: field.name,
+        path: name,
         kind,
         span,
         child,
@@ -98,6 +118,12 @@ function shapeOf(type: TrafficEventType, nodes: JsonNode[]): JsonShape {
     return node;
   };
   const root = build(trafficEventSchemas[type], []);
+  if (type === 'http_request_complete.v0') {
+    for (const path of QUERY_FIELDS.keys()) {
+      if (!spanOf.has(path))
+        throw new Error(`wire json: ${type} lost ${path}, which redaction reads`);
+    }
+  }
   return { type, root, spans, spanOf, filterable };
 }
 
@@ -151,9 +177,16 @@ function messageSource(node: JsonNode, info: number): string {
         body = `${READ_LENGTH}\n        ${enter} need(${room}); ${start}\n        w${f.child!.index}(buf, pos, pos + n, depth + 1); ${end} pos += n; next = ${k + 1};`;
         defaults.push(`need(${room}); ${start} w${f.child!.index}(EMPTY, 0, 0, depth + 1); ${end}`);
         break;
-      case 'string':
-        body = `${READ_LENGTH}\n        ${enter} need(${room} + 6 * n + 2); ${start}\n        op = str(O, op, buf, pos, pos + n); ${end} ${tuple('pos')}${f.filterable < 0 ? '' : `T[tb + ${2 * f.filterable + 1}] = pos + n; `}pos += n; next = ${k + 1};`;
+      case 'string': {
+        const raw = QUERY_FIELDS.get(f.path);
+        // A query's token parameters are redacted (the rare URL that has one goes through a string).
+        const write =
+          raw === undefined
+            ? 'op = str(O, op, buf, pos, pos + n);'
+            : `if (RQ !== null && qhas(RQ, buf, pos, pos + n, ${raw})) { const s = qred(buf, pos, pos + n, ${raw}, RQ); need(18 * s.length + 2); op = jstr(O, op, s); } else op = str(O, op, buf, pos, pos + n);`;
+        body = `${READ_LENGTH}\n        ${enter} need(${room} + 6 * n + 2); ${start}\n        ${write} ${end} ${tuple('pos')}${f.filterable < 0 ? '' : `T[tb + ${2 * f.filterable + 1}] = pos + n; `}pos += n; next = ${k + 1};`;
         break;
+      }
       case 'int32':
       case 'int64':
       case 'bool': {
@@ -215,7 +248,8 @@ function messageSource(node: JsonNode, info: number): string {
 }
 
 // A map entry (`"key":[values]`), read by readMapEntry; a key the map had already, or one a JS
-// object would move to the front (an array index), throws OUT_OF_ORDER.
+// object would move to the front (an array index), throws OUT_OF_ORDER. A header the
+// redaction names keeps its key and gets MARK for its values (still checked to be UTF-8).
 const ENTRY_SOURCE = `
 function entry(buf, pos, end, depth) {
   const e = readEntry(c, buf, pos, end, depth);
@@ -226,9 +260,14 @@ function entry(buf, pos, end, depth) {
   MK[2 * mk] = ks; MK[2 * mk + 1] = ke; mk++;
   need(6 * (ke - ks) + 4); op = str(O, op, buf, ks, ke); O[op++] = 58; O[op++] = 91;
   const values = e[2];
-  for (let v = 0; v < values; v++) {
-    const s = e[3 + 2 * v], t = e[4 + 2 * v];
-    need(6 * (t - s) + 3); if (v > 0) O[op++] = 44; op = str(O, op, buf, s, t);
+  if (RH !== null && values > 0 && RH.has(buf, ks, ke)) {
+    for (let v = 0; v < values; v++) chk(buf, e[3 + 2 * v], e[4 + 2 * v]);
+    need(MARK.length); op = ascii(O, op, MARK);
+  } else {
+    for (let v = 0; v < values; v++) {
+      const s = e[3 + 2 * v], t = e[4 + 2 * v];
+      need(6 * (t - s) + 3); if (v > 0) O[op++] = 44; op = str(O, op, buf, s, t);
+    }
   }
   need(1); O[op++] = 93;
 }`;
@@ -240,6 +279,8 @@ interface Writers {
   roots: Map<TrafficEventType, (buf: Uint8Array, start: number, end: number) => void>;
   /** Points the writers at the buffers and positions of the event about to be written. */
   target(o: Buffer, op: number, p: Int32Array, pb: number, t: Int32Array, tb: number): void;
+  /** The redaction the next payloads are written with (docs/security.md#redacted). */
+  redact(redaction: Redaction): void;
   /** The text buffer (it grows as the writers need) and the position after the last write. */
   text(): Buffer;
   at(): number;
@@ -272,6 +313,8 @@ function compileWriters(): Writers {
     "'use strict';",
     'const { tag, varint32, int32, int64, bool, skip, overrun, tooDeep } = R;',
     'const { str, int, ascii, boolw, ts, struct, readEntry, keyConflict, OUT } = W;',
+    'const { chk, qhas, qred, jstr, MARK } = W;',
+    'let RH = null, RQ = null;',
     'const c = R.newCursor();',
     'const EMPTY = new Uint8Array(0);',
     'let O = W.initial, op = 0, P = new Int32Array(0), pb = 0, T = new Int32Array(0), tb = 0;',
@@ -282,6 +325,7 @@ function compileWriters(): Writers {
     ...roots,
     `return { roots: [${roots.map((_, r) => `r${r}`).join(', ')}],`,
     '  target(o, at, p, pbase, t, tbase) { O = o; op = at; P = p; pb = pbase; T = t; tb = tbase; },',
+    '  redact(h, q) { RH = h; RQ = q; },',
     '  text: () => O, at: () => op };',
   ].join('\n');
   const timestamp = wireToJson(TimestampSchema);
@@ -296,17 +340,33 @@ function compileWriters(): Writers {
     readEntry: readMapEntry,
     keyConflict: sameOrIndexKey,
     OUT: OUT_OF_ORDER,
+    chk: checkUtf8,
+    qhas: queryHasName,
+    qred: (buf: Uint8Array, start: number, end: number, raw: boolean, names: NameSet) => {
+      const text = reader.string(buf, start, end);
+      return raw ? redactUrl(text, names) : redactQuery(text, names);
+    },
+    jstr: writeJsString,
+    MARK: JSON.stringify(REDACTED),
     alloc: (n: number) => Buffer.allocUnsafeSlow(n),
     initial: Buffer.allocUnsafeSlow(64 * 1024),
   };
   const made = new Function('R', 'W', 'I', source)(reader, runtime, infos) as {
     roots: ((buf: Uint8Array, start: number, end: number) => void)[];
     target: Writers['target'];
+    redact: (headers: NameSet | null, query: NameSet | null) => void;
     text: () => Buffer;
     at: () => number;
   };
   const rootByType = new Map([...shapes.keys()].map((type, r) => [type, made.roots[r]] as const));
-  return { shapes, roots: rootByType, target: made.target, text: made.text, at: made.at };
+  return {
+    shapes,
+    roots: rootByType,
+    target: made.target,
+    redact: (redaction) => made.redact(redaction.headers, redaction.queryParams),
+    text: made.text,
+    at: made.at,
+  };
 }
 
 /** The compiled writers (compiled on first use). */

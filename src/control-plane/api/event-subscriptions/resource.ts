@@ -1,3 +1,10 @@
+import {
+  CREDENTIAL_HEADERS,
+  HEADER_NAME,
+  MAX_REDACT_HEADERS,
+  REDACTED,
+  TOKEN_QUERY_PARAMS,
+} from '../../../data-plane/redaction/policy.ts';
 import type { JsonSchema, Resource } from '../resource-types.ts';
 import {
   COMMON,
@@ -22,9 +29,19 @@ export const SOURCE_UPDATE_SCHEMA = object({
     description:
       'share of the events passing the filter that are delivered, chosen by event id (the same on every instance and retry); 1: every event',
   },
+  redact_headers: {
+    type: 'array',
+    maxItems: MAX_REDACT_HEADERS,
+    items: { type: 'string', pattern: HEADER_NAME.source },
+    description: `http_request_complete.v0: header names (case-insensitive, at most ${MAX_REDACT_HEADERS}) whose values are delivered as "${REDACTED}" on top of ${CREDENTIAL_HEADERS.join(', ')}`,
+  },
+  keep_credentials: {
+    type: 'boolean',
+    description: `http_request_complete.v0: true delivers ${CREDENTIAL_HEADERS.join(', ')} and the token query parameters (${TOKEN_QUERY_PARAMS.join(', ')}) in clear; false (default) as "${REDACTED}" (docs/security.md)`,
+  },
 });
 
-/** An event source: its event type, filter, field selection and sample rate. */
+/** An event source: its event type, filter, field selection, sample rate and redaction. */
 export const SOURCE_SCHEMA = object(
   {
     type: { ...str, description: 'event type, e.g. http_request_complete.v0' },

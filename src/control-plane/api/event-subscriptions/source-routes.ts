@@ -81,6 +81,8 @@ export function sourceRoutes(app: FastifyInstance, { deps, show, change }: Famil
         filter: changes.filter ?? source.filter,
         fields: changes.fields ?? source.fields,
         sample_rate: changes.sample_rate ?? source.sample_rate,
+        redact_headers: changes.redact_headers ?? source.redact_headers,
+        keep_credentials: changes.keep_credentials ?? source.keep_credentials,
       };
       checkSource(updated, '');
       await updateEventSource(tx, updated);

@@ -18,25 +18,45 @@ import { SOURCE_SCHEMA, SOURCE_UPDATE_SCHEMA } from './resource.ts';
 // A subscription's sources: which event kinds it delivers, each with a CEL filter and a field
 // selection (traffic kinds only). Both are compiled here, when the subscription is written, so
 // a bad expression is a 400 naming its position and the allowed fields, never an event-time
-// failure (docs/decisions.md#filters, #field-selection).
+// failure (docs/decisions.md#filters, #field-selection). Its redaction applies to the one kind
+// that carries headers and URLs (docs/security.md#redacted).
 
-/** One source as written: '' filter = every event, [] fields = every field, rate 1 = all kept. */
+/**
+ * One source as written: '' filter = every event, [] fields = every field, rate 1 = all kept,
+ * [] redact_headers and keep_credentials false = the credentials redacted, nothing more.
+ */
 export interface SourceInput {
   type: string;
   filter: string;
   fields: string[];
   sample_rate: number;
+  /** Lower-case, each once. */
+  redact_headers: string[];
+  keep_credentials: boolean;
 }
 
-/** An event source as the API shows it: its type, filter, field selection, sample rate and URI. */
+/** An event source as the API shows it: its type, filter, field selection, sample rate, redaction, URI. */
 export function presentSource(
-  source: Pick<EventSourceRow, 'subscription_id' | 'type' | 'filter' | 'fields' | 'sample_rate'>,
+  source: Pick<
+    EventSourceRow,
+    | 'subscription_id'
+    | 'type'
+    | 'filter'
+    | 'fields'
+    | 'sample_rate'
+    | 'redact_headers'
+    | 'keep_credentials'
+  >,
   publicUrl: string,
 ) {
   const { subscription_id: id, type, filter, fields, sample_rate } = source;
+  const { redact_headers, keep_credentials } = source;
   const uri = `${publicUrl}/event_subscriptions/${id}/sources/${type}`;
-  return { type, filter, fields, sample_rate, uri };
+  return { type, filter, fields, sample_rate, redact_headers, keep_credentials, uri };
 }
+
+/** The kind whose deliveries carry headers and URLs, the only one a source's redaction concerns. */
+const REDACTED_TYPE = 'http_request_complete.v0';
 
 function unknownEventType(type: string, field: string): AppError {
   const versioned = `${type}.v0`;
@@ -61,6 +81,7 @@ function at(where: string, key: string): string {
 export function checkSource(source: SourceInput, where: string): void {
   const traffic = isTrafficType(source.type);
   checkSampleRate(source, traffic, where);
+  checkRedaction(source, where);
   if (traffic || source.filter !== '') {
     try {
       compileFilter(source.type, source.filter);
@@ -108,8 +129,28 @@ function checkSampleRate(source: SourceInput, traffic: boolean, where: string): 
   }
 }
 
+/** Header names as stored: lower-case (they are case-insensitive), each once. */
+function headerNames(names: string[]): string[] {
+  return [...new Set(names.map((name) => name.toLowerCase()))];
+}
+
+/** Redaction settings only where there are headers and URLs. */
+function checkRedaction(source: SourceInput, where: string): void {
+  if (source.type === REDACTED_TYPE) return;
+  for (const field of ['redact_headers', 'keep_credentials'] as const) {
+    const value = source[field];
+    if (value === false || (Array.isArray(value) && value.length === 0)) continue;
+    throw new AppError(
+      'ERR_INVALID_FIELD',
+      `"${field}" applies to ${REDACTED_TYPE} sources only; ${source.type} events carry no headers or URLs`,
+      { field: at(where, field), type: source.type },
+    );
+  }
+}
+
 /**
- * Reads and checks one source `{type, filter?, fields?, sample_rate?}`; `where` locates it in
+ * Reads and checks one source `{type, filter?, fields?, sample_rate?, redact_headers?,
+ * keep_credentials?}`; `where` locates it in
  * messages ('' when the source is the whole request body).
  */
 export function readSource(value: unknown, where: string): SourceInput {
@@ -122,6 +163,8 @@ export function readSource(value: unknown, where: string): SourceInput {
     filter: body.filter ?? '',
     fields: body.fields ?? [],
     sample_rate: body.sample_rate ?? 1,
+    redact_headers: headerNames(body.redact_headers ?? []),
+    keep_credentials: body.keep_credentials ?? false,
   };
   checkSource(source, where);
   return source;
@@ -144,12 +187,11 @@ export function readSources(value: unknown[]): SourceInput[] {
   });
 }
 
-/** Reads a PATCH of one source (`filter`, `fields`, `sample_rate`); checked later by its type. */
-export function readSourceChanges(value: unknown): {
-  filter?: string;
-  fields?: string[];
-  sample_rate?: number;
-} {
+/** What PATCH of one source may change. */
+export type SourceChanges = Partial<Omit<SourceInput, 'type'>>;
+
+/** Reads a PATCH of one source (any field but `type`); checked later by its type. */
+export function readSourceChanges(value: unknown): SourceChanges {
   if (value !== null && typeof value === 'object' && 'type' in value) {
     throw new AppError(
       'ERR_FIELD_NOT_UPDATABLE',
@@ -158,5 +200,7 @@ export function readSourceChanges(value: unknown): {
     );
   }
   checkShape(value, SOURCE_UPDATE_SCHEMA, '', FIELD_CODES);
-  return value as { filter?: string; fields?: string[]; sample_rate?: number };
+  const changes = value as SourceChanges;
+  if (changes.redact_headers === undefined) return changes;
+  return { ...changes, redact_headers: headerNames(changes.redact_headers) };
 }

@@ -2,6 +2,7 @@ import { AGENT_INGRESSES_FAMILY } from '../agent-ingresses/family.ts';
 import { API_KEYS_FAMILY } from '../api-keys/family.ts';
 import { CERTIFICATE_AUTHORITIES_FAMILY } from '../certificate-authorities/family.ts';
 import { CREDENTIALS_FAMILY } from '../credentials/family.ts';
+import { ENDPOINTS_FAMILY } from '../endpoints/family.ts';
 import { EVENT_DESTINATIONS_FAMILY } from '../event-destinations/family.ts';
 import { EVENT_SUBSCRIPTIONS_FAMILY } from '../event-subscriptions/family.ts';
 import { IP_POLICIES_FAMILY } from '../ip-policies/family.ts';
@@ -36,4 +37,5 @@ export const FAMILIES: readonly Family[] = [
   SSH_CERTIFICATE_AUTHORITIES_FAMILY,
   SSH_HOST_CERTIFICATES_FAMILY,
   SSH_USER_CERTIFICATES_FAMILY,
+  ENDPOINTS_FAMILY,
 ];

@@ -1,6 +1,6 @@
 import { integer, object, type Settings, SinkConfigError, secret, setting } from '../settings.ts';
 
-/** SASL mechanisms kafkajs implements without plugins. */
+/** SASL mechanisms a destination may use (the client also has OAUTHBEARER and GSSAPI, not offered). */
 export type KafkaSaslMechanism = 'plain' | 'scram-sha-256' | 'scram-sha-512';
 
 const string = (description: string) => ({ type: 'string', description });
@@ -21,7 +21,7 @@ export const KAFKA_SETTINGS = object(
     compression: {
       enum: ['none', 'gzip'],
       default: 'none',
-      // kafkajs ships gzip only; snappy/lz4/zstd would need codec packages.
+      // The client also has snappy, lz4 and zstd: offering them would change only this file.
       description: 'record batch compression',
     },
     sasl: object(
@@ -61,7 +61,7 @@ export const KAFKA_SETTINGS = object(
   },
   ['brokers', 'topic'],
 );
-/** TLS options handed to kafkajs (node tls.connect options). */
+/** TLS options handed to the client (node tls.connect options). */
 export interface KafkaTlsConfig {
   ca?: string;
   cert?: string;

@@ -1,22 +1,18 @@
 import {
-  CompressionTypes,
-  Kafka,
-  type KafkaConfig,
-  logLevel,
-  Partitioners,
-  type Producer,
-  type SASLOptions,
-} from 'kafkajs';
+  AuthenticationError,
+  compatibilityPartitioner,
+  NetworkError,
+  ProduceAcks,
+  Producer,
+  type ProducerOptions,
+  type SASLMechanismValue,
+  TimeoutError,
+} from '@platformatic/kafka';
 import type { Logger } from '../../../shared/logger.ts';
 import { withSinkContract } from '../contract.ts';
 import { type Sink, SinkError } from '../types.ts';
-import type { KafkaSinkConfig } from './config.ts';
+import type { KafkaSaslMechanism, KafkaSinkConfig } from './config.ts';
 import { encodeMessages } from './encode.ts';
-import { patchRecordEncoding } from './record-encoding-fix.ts';
-import { patchRequestQueue } from './request-queue-fix.ts';
-
-patchRequestQueue();
-patchRecordEncoding();
 
 /** What the Kafka sink needs: its validated settings and the service logger. */
 export interface KafkaSinkDeps {
@@ -25,7 +21,7 @@ export interface KafkaSinkDeps {
 }
 
 // Protocol errors no retry can fix: the destination parks and shows the error.
-const PERMANENT_TYPES = new Set([
+const PERMANENT_ERRORS = new Set([
   'MESSAGE_TOO_LARGE',
   'RECORD_LIST_TOO_LARGE',
   'INVALID_RECORD',
@@ -42,88 +38,89 @@ const PERMANENT_TYPES = new Set([
   'POLICY_VIOLATION',
 ]);
 
-// kafkajs marks these non-retriable, yet for a sink they mean "the cluster is not there yet".
-const TRANSIENT_NAMES = new Set([
-  'KafkaJSConnectionError',
-  'KafkaJSConnectionClosedError',
-  'KafkaJSRequestTimeoutError',
-  'KafkaJSNoBrokerAvailableError',
-  'KafkaJSBrokerNotFound',
-  'KafkaJSTimeout',
-  'KafkaJSLockTimeout',
-  'KafkaJSMetadataNotLoaded',
-  'KafkaJSTopicMetadataNotLoaded',
-  'KafkaJSStaleTopicMetadataAssignment',
-]);
-
 interface KafkaErrorLike {
-  name?: string;
-  type?: string;
-  retriable?: boolean;
+  apiId?: string;
+  canRetry?: boolean;
+  errors?: unknown[];
   cause?: unknown;
-  originalError?: unknown;
+  message?: string;
 }
 
-// kafkajs wraps: NumberOfRetriesExceeded → cause → protocol or connection error.
-function chain(err: unknown): KafkaErrorLike[] {
-  const out: KafkaErrorLike[] = [];
-  let e = err as KafkaErrorLike | undefined;
-  while (e && typeof e === 'object' && !out.includes(e) && out.length < 10) {
-    out.push(e);
-    e = (e.cause ?? e.originalError) as KafkaErrorLike | undefined;
-  }
+// The client nests: MultipleErrors (retries, brokers) → errors[] → ProtocolError or NetworkError
+// → cause (the socket's error). Depth first, the outermost first.
+function flatten(err: unknown, out: KafkaErrorLike[] = []): KafkaErrorLike[] {
+  if (!err || typeof err !== 'object' || out.includes(err) || out.length >= 32) return out;
+  const e = err as KafkaErrorLike;
+  out.push(e);
+  for (const inner of e.errors ?? []) flatten(inner, out);
+  flatten(e.cause, out);
   return out;
 }
 
 /**
- * Maps a kafkajs error to a SinkError: auth, authorization, too-large and invalid-topic errors
- * are permanent, as is an unknown topic when the broker will not create it; network, leader
- * and timeout errors are retriable; otherwise the innermost error's own `retriable` decides.
+ * Maps a client error to a SinkError: authentication, authorization, too-large and invalid-topic
+ * errors are permanent, as is an unknown topic when the broker will not create it; network and
+ * timeout errors are retriable (the cluster is not there yet); otherwise what the client says of
+ * its innermost error decides.
  */
 export function kafkaSinkError(err: unknown, allowAutoTopicCreation: boolean): SinkError {
   if (err instanceof SinkError) return err;
-  const errors = chain(err);
-  const message = `kafka: ${
-    errors
-      .map((e) => (e as Error).message)
-      .filter(Boolean)
-      .at(-1) ?? String(err)
-  }`;
+  const errors = flatten(err);
+  const innermost = errors.at(-1);
+  // The broker's error name leads: its descriptions do not always say what went wrong.
+  const message = `kafka: ${innermost?.apiId ? `${innermost.apiId}: ` : ''}${innermost?.message ?? String(err)}`;
   const permanent = errors.some(
     (e) =>
-      PERMANENT_TYPES.has(e.type ?? '') ||
-      e.name === 'KafkaJSSASLAuthenticationError' ||
-      (e.type === 'UNKNOWN_TOPIC_OR_PARTITION' && !allowAutoTopicCreation),
+      e instanceof AuthenticationError ||
+      PERMANENT_ERRORS.has(e.apiId ?? '') ||
+      (e.apiId === 'UNKNOWN_TOPIC_OR_PARTITION' && !allowAutoTopicCreation),
   );
   if (permanent) return new SinkError(message, false, { cause: err });
-  const transient = errors.some((e) => TRANSIENT_NAMES.has(e.name ?? ''));
-  const innermost = errors.at(-1);
-  const retriable = transient || innermost?.retriable !== false;
+  const transient = errors.some((e) => e instanceof NetworkError || e instanceof TimeoutError);
+  const retriable = transient || innermost?.canRetry !== false;
   return new SinkError(message, retriable, { cause: err });
 }
 
-// kafkajs logs every broker hiccup; they go to debug, the destination reports state changes.
-function logCreator(logger: Logger): KafkaConfig['logCreator'] {
-  return () =>
-    ({ label, log }) => {
-      const { message, ...rest } = log;
-      logger.debug({ kafkajs: label, ...rest }, message);
-    };
-}
+const SASL_MECHANISMS = {
+  plain: 'PLAIN',
+  'scram-sha-256': 'SCRAM-SHA-256',
+  'scram-sha-512': 'SCRAM-SHA-512',
+} as const satisfies Record<KafkaSaslMechanism, SASLMechanismValue>;
 
-function kafkaConfig(config: KafkaSinkConfig, logger: Logger): KafkaConfig {
+// A few quick retries ride out a leader election; longer outages belong to the spool.
+const RETRIES = 2;
+const retryDelay = (_client: unknown, _operation: string, attempt: number) =>
+  Math.min(100 * 2 ** (attempt - 1), 1_000);
+
+/** The producer settings of a destination (bench:kafka gives its raw baseline the same). */
+export function producerOptions(
+  config: KafkaSinkConfig,
+): ProducerOptions<Buffer, Buffer, Buffer, Buffer> {
   const { tls, sasl } = config;
   return {
     clientId: config.clientId,
-    brokers: config.brokers,
-    ssl: tls ? { ...tls } : undefined,
-    sasl: sasl ? ({ ...sasl } as SASLOptions) : undefined,
-    connectionTimeout: config.connectionTimeoutMs,
+    bootstrapBrokers: config.brokers,
+    tls: tls ? { ...tls } : undefined,
+    sasl: sasl
+      ? {
+          mechanism: SASL_MECHANISMS[sasl.mechanism],
+          username: sasl.username,
+          password: sasl.password,
+        }
+      : undefined,
+    connectTimeout: config.connectionTimeoutMs,
     requestTimeout: config.requestTimeoutMs,
-    // A few quick retries ride out a leader election; longer outages belong to the spool.
-    retry: { retries: 2, initialRetryTime: 100, maxRetryTime: 1_000 },
-    logLevel: logLevel.WARN,
-    logCreator: logCreator(logger),
+    // The broker's own wait for the replicas' acknowledgement (acks=all).
+    timeout: config.requestTimeoutMs,
+    retries: RETRIES,
+    retryDelay,
+    maxInflights: config.maxInFlightRequests,
+    acks: ProduceAcks.ALL,
+    idempotent: false,
+    compression: config.compression,
+    autocreateTopics: config.allowAutoTopicCreation,
+    // Java's client's partitioner, which kafkajs used too: a key keeps the partition it had.
+    partitioner: compatibilityPartitioner,
   };
 }
 
@@ -131,71 +128,41 @@ function kafkaConfig(config: KafkaSinkConfig, logger: Logger): KafkaConfig {
 export function createKafkaSink(deps: KafkaSinkDeps): Sink {
   const { config } = deps;
   const log = deps.logger.child({ sink: 'kafka', topic: config.topic });
-  const kafka = new Kafka(kafkaConfig(config, log));
-  const compression = config.compression === 'gzip' ? CompressionTypes.GZIP : CompressionTypes.None;
+  const options = producerOptions(config);
   let producer: Producer | undefined;
-  let connecting: Promise<Producer> | undefined;
 
-  function connect(): Promise<Producer> {
-    if (connecting) return connecting;
-    connecting = (async () => {
-      const p = kafka.producer({
-        allowAutoTopicCreation: config.allowAutoTopicCreation,
-        maxInFlightRequests: config.maxInFlightRequests,
-        idempotent: false,
-        createPartitioner: Partitioners.DefaultPartitioner,
-        retry: { retries: 2, initialRetryTime: 100, maxRetryTime: 1_000 },
-      });
-      p.on(p.events.DISCONNECT, () => {
-        if (producer === p) reset();
-      });
-      try {
-        await p.connect();
-      } catch (err) {
-        await p.disconnect().catch(() => {});
-        throw err;
-      }
-      producer = p;
-      return p;
-    })();
-    const attempt = connecting;
-    attempt.catch(() => {
-      if (connecting === attempt) connecting = undefined;
-    });
-    return attempt;
+  function current(): Producer {
+    if (producer) return producer;
+    const p = new Producer({ ...options });
+    // Broker hiccups go to debug; the destination reports state changes.
+    p.on('client:broker:failed', (event?: { broker?: { host: string; port: number } }) =>
+      log.debug({ broker: event?.broker }, 'kafka broker connection failed'),
+    );
+    producer = p;
+    return p;
   }
 
+  // A fresh producer next time: stale broker connections and metadata go with the old one.
   function reset(): void {
     const p = producer;
     producer = undefined;
-    connecting = undefined;
-    if (p) p.disconnect().catch(() => {});
+    p?.close().catch(() => {});
   }
 
   return withSinkContract('kafka', {
     async write(batch) {
       try {
-        const p = await connect();
-        await p.send({
-          topic: config.topic,
-          acks: -1,
-          timeout: config.requestTimeoutMs,
-          compression,
-          messages: encodeMessages(batch),
-        });
+        await current().send({ messages: encodeMessages(batch, config.topic) });
       } catch (err) {
         const mapped = kafkaSinkError(err, config.allowAutoTopicCreation);
-        // A fresh producer next time: stale broker connections and metadata go with the old one.
         if (mapped.retriable) reset();
         throw mapped;
       }
     },
     async close() {
-      const pending = connecting;
-      connecting = undefined;
-      const p = producer ?? (await pending?.catch(() => undefined));
+      const p = producer;
       producer = undefined;
-      await p?.disconnect();
+      await p?.close();
     },
   });
 }

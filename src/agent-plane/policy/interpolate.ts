@@ -1,0 +1,123 @@
+import {
+  type CompiledExpression,
+  compileExpression,
+  FilterError,
+} from '../../data-plane/filter/index.ts';
+import { fromCel, withValues } from './macros.ts';
+import { PolicyError, type PolicyLocation } from './policy-error.ts';
+import { policyEnvironment } from './variables.ts';
+
+// `${expression}` in an action's config strings (ngrok's CEL interpolation): each expression is
+// compiled with the policy, the rest of the string kept as written. A value renders as text:
+// strings as they are, numbers and bools in CEL's spelling, lists and maps as JSON; one whose
+// evaluation fails renders as ''.
+
+/** A config string, ready to render per request. */
+export interface Template {
+  /** The text when it has no `${…}`. */
+  readonly constant: string | undefined;
+  render(values: unknown): string;
+}
+
+type Part = string | CompiledExpression;
+
+/** Where a template's error is reported (its action's location plus the field). */
+export type TemplateWhere = PolicyLocation;
+
+function lineColumn(text: string, offset: number) {
+  const before = text.slice(0, offset).split('\n');
+  return { line: before.length, column: before[before.length - 1].length + 1 };
+}
+
+/** The offset of the `}` closing the expression starting at `from`, skipping quoted strings. */
+function closingBrace(text: string, from: number): number {
+  let depth = 0;
+  let quote: string | undefined;
+  for (let i = from; i < text.length; i++) {
+    const c = text[i];
+    if (quote !== undefined) {
+      if (c === '\\') i++;
+      else if (c === quote) quote = undefined;
+    } else if (c === '"' || c === "'") quote = c;
+    else if (c === '{') depth++;
+    else if (c === '}') {
+      if (depth === 0) return i;
+      depth--;
+    }
+  }
+  return -1;
+}
+
+/** Compiles one expression of the policy, its errors placed at `offset` within `text`. */
+export function compilePolicyExpression(
+  expression: string,
+  expect: 'bool' | 'any',
+  where: PolicyLocation,
+  text = expression,
+  offset = 0,
+): CompiledExpression {
+  try {
+    return compileExpression(policyEnvironment(), expression, { expect });
+  } catch (err) {
+    if (!(err instanceof FilterError)) throw err;
+    const at = offset + (err.position?.offset ?? 0);
+    const what = err.message
+      .replace(/^traffic_policy: /, '')
+      .replace(/ at (line \d+, )?column \d+/, '');
+    throw new PolicyError('invalid_expression', what, {
+      ...where,
+      position: lineColumn(text, at),
+    });
+  }
+}
+
+/** Compiles a config string's `${…}` parts; throws PolicyError at the first bad one. */
+export function compileTemplate(text: string, where: TemplateWhere): Template {
+  const parts: Part[] = [];
+  let i = 0;
+  while (i < text.length) {
+    const start = text.indexOf('${', i);
+    if (start < 0) {
+      parts.push(text.slice(i));
+      break;
+    }
+    if (start > i) parts.push(text.slice(i, start));
+    const end = closingBrace(text, start + 2);
+    if (end < 0) {
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: the policy's own syntax
+      throw new PolicyError('invalid_expression', "'${' is not closed by '}'", {
+        ...where,
+        position: lineColumn(text, start),
+      });
+    }
+    parts.push(compilePolicyExpression(text.slice(start + 2, end), 'any', where, text, start + 2));
+    i = end + 1;
+  }
+  if (parts.every((p) => typeof p === 'string')) {
+    const constant = parts.join('');
+    return { constant, render: () => constant };
+  }
+  return {
+    constant: undefined,
+    render: (values) =>
+      parts.map((p) => (typeof p === 'string' ? p : renderValue(p, values))).join(''),
+  };
+}
+
+/** The value of an interpolated expression (not rendered as text), for typed fields. */
+export function evaluateValue(expression: CompiledExpression, values: unknown): unknown {
+  try {
+    return withValues(values, () => expression.evaluate(values));
+  } catch {
+    return undefined;
+  }
+}
+
+function renderValue(expression: CompiledExpression, values: unknown): string {
+  const v = evaluateValue(expression, values);
+  if (v === undefined || v === null) return '';
+  if (typeof v === 'string') return v;
+  if (typeof v === 'bigint' || typeof v === 'number' || typeof v === 'boolean') return String(v);
+  if (v instanceof Date) return v.toISOString();
+  return JSON.stringify(fromCel(v));
+}

@@ -1,0 +1,31 @@
+import type { CompiledPolicy } from './compile.ts';
+import type { Phase } from './document.ts';
+import type { Exchange } from './exchange.ts';
+import { withValues } from './macros.ts';
+
+// Runs one phase of a compiled policy on an exchange: rules in order, a rule's actions when all
+// its expressions hold (an expression whose evaluation fails does not hold), until an action
+// ends the phase (deny, custom-response, redirect, …).
+
+/** 'stop' when an action ended the phase (the exchange says how: answer, close, forward). */
+export async function runPhase(
+  policy: CompiledPolicy,
+  phase: Phase,
+  x: Exchange,
+): Promise<'continue' | 'stop'> {
+  x.phase = phase;
+  for (const rule of policy.phases[phase]) {
+    const holds = withValues(x.values, () => rule.expressions.every((e) => e.matches(x.values)));
+    if (!holds) continue;
+    for (const action of rule.actions) {
+      const outcome = await action.run(x);
+      if (outcome === 'stop') return 'stop';
+    }
+  }
+  return 'continue';
+}
+
+/** Whether the policy has rules in `phase` (an empty phase costs nothing to skip). */
+export function hasPhase(policy: CompiledPolicy | undefined, phase: Phase): boolean {
+  return policy !== undefined && policy.phases[phase].length > 0;
+}

@@ -1,0 +1,45 @@
+// req.user_agent.*: a small reading of the User-Agent field, enough for the rules people write
+// (bots, mobiles, the browser's name): the product tokens browsers send, in the order that
+// tells them apart (Edge and Chrome both say Chrome; Chrome and Safari both say Safari).
+
+const BROWSERS: readonly [string, RegExp][] = [
+  ['Edge', /Edg(?:e|A|iOS)?\/([\d.]+)/],
+  ['Opera', /OPR\/([\d.]+)/],
+  ['Firefox', /Firefox\/([\d.]+)/],
+  ['Chrome', /Chrome\/([\d.]+)/],
+  ['Safari', /Version\/([\d.]+).*Safari\//],
+  ['curl', /^curl\/([\d.]+)/],
+];
+
+const SYSTEMS: readonly [string, RegExp][] = [
+  ['Android', /Android/],
+  ['iOS', /iPhone|iPad|iPod/],
+  ['Windows', /Windows/],
+  ['macOS', /Mac OS X|Macintosh/],
+  ['Linux', /Linux/],
+];
+
+const BOT = /bot|crawl|spider|slurp|facebookexternalhit|headless/i;
+
+/** The `req.user_agent` group of a User-Agent value. */
+export function userAgentValues(ua: string) {
+  let name = '';
+  let version = '';
+  for (const [n, re] of BROWSERS) {
+    const m = re.exec(ua);
+    if (m) {
+      name = n;
+      version = m[1];
+      break;
+    }
+  }
+  const os = SYSTEMS.find(([, re]) => re.test(ua))?.[0] ?? '';
+  return {
+    _string: ua,
+    name,
+    version,
+    os,
+    is_bot: BOT.test(ua),
+    is_mobile: /Mobi|Android|iPhone/.test(ua),
+  };
+}

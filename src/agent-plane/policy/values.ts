@@ -1,0 +1,150 @@
+import { appendValue, type HeaderMap, type PolicyValues } from './exchange.ts';
+import { userAgentValues } from './user-agent.ts';
+
+// The variables of one connection or request (variables.ts declares their shape), filled from
+// what the edge saw. The string groups (`req.url`, `req.user_agent`, `req.content_type`) carry
+// their text under `_string`.
+
+/** The connection and endpoint facts every phase reads. */
+export interface ConnectionFacts {
+  clientIp: string;
+  clientPort: number;
+  serverIp: string;
+  serverPort: number;
+  startMs: number;
+  tls?: { version: string; cipherSuite: string };
+  endpoint: { id: string; url: string; protocol: 'http' | 'https' | 'tcp' };
+}
+
+function endpointValues(e: ConnectionFacts['endpoint']) {
+  const url = new URL(e.url);
+  const port = url.port === '' ? (url.protocol === 'https:' ? 443 : 80) : Number(url.port);
+  return {
+    id: e.id,
+    url: e.url,
+    protocol: e.protocol,
+    host: url.hostname,
+    port,
+    addr: `${url.hostname}:${port}`,
+  };
+}
+
+/** The variables of a connection before any request (on_tcp_connect). */
+export function connectionValues(facts: ConnectionFacts): PolicyValues {
+  return {
+    conn: {
+      client_ip: facts.clientIp,
+      client_port: facts.clientPort,
+      server_ip: facts.serverIp,
+      server_port: facts.serverPort,
+      server_region: '',
+      bytes_in: 0,
+      bytes_out: 0,
+      ts: { start: new Date(facts.startMs).toISOString() },
+      tls: facts.tls ? { version: facts.tls.version, cipher_suite: facts.tls.cipherSuite } : {},
+    },
+    endpoint: endpointValues(facts.endpoint),
+    time: { now: new Date().toISOString() },
+    actions: { ngrok: {} },
+    vars: {},
+  };
+}
+
+/** Node's header dict as lower-case names to lists of values. */
+export function headerMap(headers: NodeJS.Dict<string | string[] | number>): HeaderMap {
+  const out: HeaderMap = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined) continue;
+    out[name.toLowerCase()] = [value].flat().map(String);
+  }
+  return out;
+}
+
+function contentType(raw: string) {
+  const [type, ...params] = raw.split(';');
+  const parameters: Record<string, string> = {};
+  for (const p of params) {
+    const eq = p.indexOf('=');
+    if (eq > 0)
+      parameters[p.slice(0, eq).trim().toLowerCase()] = p
+        .slice(eq + 1)
+        .trim()
+        .replace(/^"|"$/g, '');
+  }
+  return { _string: type.trim().toLowerCase(), raw, parameters };
+}
+
+/** `req.url.*` of a target on `scheme://host`. */
+export function urlValues(scheme: string, host: string, target: string) {
+  const url = new URL(target, `${scheme}://${host}`);
+  const query_params: Record<string, string[]> = {};
+  for (const [k, v] of url.searchParams) appendValue(query_params, k, v);
+  const text = `${url.protocol}//${url.host}${url.pathname}${url.search}`;
+  return {
+    _string: text,
+    raw: `${scheme}://${host}${target}`,
+    scheme,
+    host: url.hostname,
+    authority: url.host,
+    port: url.port === '' ? 0 : Number(url.port),
+    path: url.pathname,
+    raw_path: target.split('?')[0],
+    query: url.search.slice(1),
+    query_params,
+    uri: `${url.pathname}${url.search}`,
+    user_password: '',
+  };
+}
+
+/** What the edge read of a request's head. */
+export interface RequestFacts {
+  method: string;
+  scheme: 'http' | 'https';
+  host: string;
+  target: string;
+  httpVersion: string;
+  headers: HeaderMap;
+}
+
+/** Adds `req` to a connection's variables. */
+export function withRequest(values: PolicyValues, req: RequestFacts): PolicyValues {
+  const header = (name: string) => req.headers[name]?.[0] ?? '';
+  const length = header('content-length');
+  values.req = {
+    method: req.method,
+    version: `HTTP/${req.httpVersion}`,
+    host: req.host,
+    headers: req.headers,
+    location: header('location'),
+    content_length: length === '' ? 0 : Number(length) || 0,
+    content_encoding: (req.headers['content-encoding'] ?? []).flatMap((v) =>
+      v.split(',').map((s) => s.trim()),
+    ),
+    content_type: contentType(header('content-type')),
+    url: urlValues(req.scheme, req.host, req.target),
+    user_agent: userAgentValues(header('user-agent')),
+    ts: { header_received: new Date().toISOString() },
+  };
+  values.time = { now: new Date().toISOString() };
+  return values;
+}
+
+/** Adds `res` (the upstream's answer head) to a request's variables. */
+export function withResponse(
+  values: PolicyValues,
+  res: { statusCode: number; headers: HeaderMap },
+): PolicyValues {
+  const header = (name: string) => res.headers[name]?.[0] ?? '';
+  const length = header('content-length');
+  values.res = {
+    status_code: res.statusCode,
+    headers: res.headers,
+    location: header('location'),
+    content_length: length === '' ? 0 : Number(length) || 0,
+    content_encoding: (res.headers['content-encoding'] ?? []).flatMap((v) =>
+      v.split(',').map((s) => s.trim()),
+    ),
+    content_type: contentType(header('content-type')),
+  };
+  return values;
+}

@@ -1,0 +1,120 @@
+import {
+  type CelEnvironment,
+  celEnvironment,
+  type VariableKind,
+  type VariableLeaf,
+} from '../../data-plane/filter/index.ts';
+import { registerMacros } from './macros.ts';
+
+// The variables a policy's expressions and `${…}` read, with ngrok's names and types
+// (ngrok docs: traffic-policy/variables). Each request or connection fills a JSON object of this
+// shape (exchange.ts); the CEL environment is the one subscription filters use, declared from
+// these leaves instead of the catalogue's.
+
+const LEAVES: Record<string, VariableKind> = {
+  'conn.bytes_in': 'int64',
+  'conn.bytes_out': 'int64',
+  'conn.client_ip': 'string',
+  'conn.client_port': 'int32',
+  'conn.server_ip': 'string',
+  'conn.server_port': 'int32',
+  'conn.server_region': 'string',
+  'conn.ts.start': 'timestamp',
+  'conn.tls.version': 'string',
+  'conn.tls.cipher_suite': 'string',
+  'endpoint.addr': 'string',
+  'endpoint.host': 'string',
+  'endpoint.id': 'string',
+  'endpoint.port': 'int32',
+  'endpoint.protocol': 'string',
+  'endpoint.url': 'string',
+  'req.content_encoding': 'string_list',
+  'req.content_length': 'int64',
+  'req.content_type.parameters': 'string_map',
+  'req.content_type.raw': 'string',
+  'req.headers': 'string_list_map',
+  'req.host': 'string',
+  'req.location': 'string',
+  'req.method': 'string',
+  'req.ts.header_received': 'timestamp',
+  'req.url.authority': 'string',
+  'req.url.host': 'string',
+  'req.url.path': 'string',
+  'req.url.port': 'int32',
+  'req.url.query': 'string',
+  'req.url.query_params': 'string_list_map',
+  'req.url.raw': 'string',
+  'req.url.raw_path': 'string',
+  'req.url.scheme': 'string',
+  'req.url.uri': 'string',
+  'req.url.user_password': 'string',
+  'req.user_agent.name': 'string',
+  'req.user_agent.version': 'string',
+  'req.user_agent.os': 'string',
+  'req.user_agent.is_bot': 'bool',
+  'req.user_agent.is_mobile': 'bool',
+  'req.version': 'string',
+  'res.content_encoding': 'string_list',
+  'res.content_length': 'int64',
+  'res.content_type.parameters': 'string_map',
+  'res.content_type.raw': 'string',
+  'res.headers': 'string_list_map',
+  'res.location': 'string',
+  'res.status_code': 'int32',
+  'time.now': 'string',
+  // Results of the actions that ran (`actions.ngrok.basic_auth.credentials.presented`) and
+  // set-vars' values: their shapes depend on the action, so they are dynamic.
+  actions: 'dyn',
+  vars: 'dyn',
+};
+
+/** Groups that are also strings, as ngrok has them (`req.url` is the URL; `req.url.path` a part). */
+export const STRING_GROUPS = [
+  'req.url',
+  'req.user_agent',
+  'req.content_type',
+  'res.content_type',
+] as const;
+
+/** ngrok variables this service cannot fill truthfully: refused with why, never left empty. */
+const UNAVAILABLE: Readonly<Record<string, string>> = {
+  'conn.geo': 'this service has no GeoIP database',
+  'conn.client_ip.categories': 'this service has no IP intelligence data',
+  'conn.client_ip.is_on_blocklist': 'this service has no IP intelligence data',
+  'conn.k8s': 'this service runs no Kubernetes operator',
+  'req.cookies': 'cookies are read with getReqCookie(name) only',
+  'res.cookies': 'cookies are read with getResCookie(name) only',
+  'req.trailers': 'trailers are not read by the edge',
+  'res.trailers': 'trailers are not read by the edge',
+  'req.body': 'the edge streams bodies and does not buffer them',
+  'res.body': 'the edge streams bodies and does not buffer them',
+  'conn.tls.client': 'the edge does not ask for client certificates',
+};
+
+/** The declared leaves, dotted. */
+export const POLICY_LEAVES: readonly VariableLeaf[] = Object.entries(LEAVES).map(
+  ([name, kind]) => ({ name, path: name.split('.'), kind }),
+);
+
+function unavailable(name: string): string | undefined {
+  for (const [prefix, why] of Object.entries(UNAVAILABLE)) {
+    if (name === prefix || name.startsWith(`${prefix}.`)) {
+      return `'${name}' is an ngrok variable this service does not provide (${why})`;
+    }
+  }
+  return undefined;
+}
+
+let environment: CelEnvironment | undefined;
+
+/** The (cached) CEL environment of policy expressions; built once, on first use. */
+export function policyEnvironment(): CelEnvironment {
+  environment ??= celEnvironment({
+    label: 'traffic_policy',
+    leaves: POLICY_LEAVES,
+    stringGroups: STRING_GROUPS,
+    functions: registerMacros,
+    unreadable: unavailable,
+  });
+  return environment;
+}

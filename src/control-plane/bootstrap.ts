@@ -1,8 +1,8 @@
 import type { Config } from '../config/load.ts';
 import { createAccount, storeIsEmpty } from '../store/accounts.ts';
 import type { Db } from '../store/db.ts';
+import type { ApiKey } from './api/api-keys/mint.ts';
 import { mintApiKey } from './api/api-keys/mint.ts';
-import type { ApiKey } from './api/api-keys/present.ts';
 
 /**
  * On first start (no account yet) creates an account and its first API key, so a new user can

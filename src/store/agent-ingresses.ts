@@ -37,19 +37,6 @@ export async function insertAgentIngress(db: Queryable, row: AgentIngressRow): P
   );
 }
 
-/** One ingress of an account. */
-export async function getAgentIngress(
-  db: Queryable,
-  accountId: string,
-  id: string,
-): Promise<AgentIngressRow | undefined> {
-  const result = await db.query<AgentIngressRow>(
-    'SELECT * FROM agent_ingresses WHERE account_id = $1 AND id = $2',
-    [accountId, id],
-  );
-  return result.rows[0];
-}
-
 /** Writes description, metadata and policy of an existing row (locked by the caller's select). */
 export async function updateAgentIngress(db: Queryable, row: AgentIngressRow): Promise<void> {
   await db.query(
@@ -63,30 +50,4 @@ export async function updateAgentIngress(db: Queryable, row: AgentIngressRow): P
       row.cert_policy === null ? null : JSON.stringify(row.cert_policy),
     ],
   );
-}
-
-/** Locks one ingress row for update inside a transaction. */
-export async function lockAgentIngress(
-  db: Queryable,
-  accountId: string,
-  id: string,
-): Promise<AgentIngressRow | undefined> {
-  const result = await db.query<AgentIngressRow>(
-    'SELECT * FROM agent_ingresses WHERE account_id = $1 AND id = $2 FOR UPDATE',
-    [accountId, id],
-  );
-  return result.rows[0];
-}
-
-/** Deletes an ingress and returns the row it was. */
-export async function deleteAgentIngress(
-  db: Queryable,
-  accountId: string,
-  id: string,
-): Promise<AgentIngressRow | undefined> {
-  const result = await db.query<AgentIngressRow>(
-    'DELETE FROM agent_ingresses WHERE account_id = $1 AND id = $2 RETURNING *',
-    [accountId, id],
-  );
-  return result.rows[0];
 }

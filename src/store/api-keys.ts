@@ -31,43 +31,14 @@ export async function findApiKeyByHash(
   return result.rows[0];
 }
 
-/** One key of an account. */
-export async function getApiKey(
-  db: Queryable,
-  accountId: string,
-  id: string,
-): Promise<ApiKeyRow | undefined> {
-  const result = await db.query<ApiKeyRow>(
-    'SELECT * FROM api_keys WHERE account_id = $1 AND id = $2',
-    [accountId, id],
-  );
-  return result.rows[0];
-}
-
-/** Applies a partial update and returns the new row. */
+/** Writes a key's description and metadata. */
 export async function updateApiKey(
   db: Queryable,
-  accountId: string,
-  id: string,
-  changes: { description?: string; metadata?: string },
-): Promise<ApiKeyRow | undefined> {
-  const result = await db.query<ApiKeyRow>(
-    `UPDATE api_keys SET description = COALESCE($3, description), metadata = COALESCE($4, metadata)
-     WHERE account_id = $1 AND id = $2 RETURNING *`,
-    [accountId, id, changes.description ?? null, changes.metadata ?? null],
-  );
-  return result.rows[0];
-}
-
-/** Deletes a key and returns the row it was. */
-export async function deleteApiKey(
-  db: Queryable,
-  accountId: string,
-  id: string,
-): Promise<ApiKeyRow | undefined> {
-  const result = await db.query<ApiKeyRow>(
-    'DELETE FROM api_keys WHERE account_id = $1 AND id = $2 RETURNING *',
-    [accountId, id],
-  );
-  return result.rows[0];
+  row: Pick<ApiKeyRow, 'id' | 'description' | 'metadata'>,
+): Promise<void> {
+  await db.query('UPDATE api_keys SET description = $2, metadata = $3 WHERE id = $1', [
+    row.id,
+    row.description,
+    row.metadata,
+  ]);
 }

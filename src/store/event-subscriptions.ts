@@ -52,19 +52,6 @@ export async function getEventSubscription(
   return result.rows[0];
 }
 
-/** Locks one subscription for update, so changes to it and its sources are serialized. */
-export async function lockEventSubscription(
-  db: Queryable,
-  accountId: string,
-  id: string,
-): Promise<EventSubscriptionRow | undefined> {
-  const result = await db.query<EventSubscriptionRow>(
-    'SELECT * FROM event_subscriptions WHERE account_id = $1 AND id = $2 FOR UPDATE',
-    [accountId, id],
-  );
-  return result.rows[0];
-}
-
 /** Writes description and metadata of an existing (locked) row. */
 export async function updateEventSubscription(
   db: Queryable,
@@ -74,19 +61,6 @@ export async function updateEventSubscription(
     'UPDATE event_subscriptions SET description = $3, metadata = $4 WHERE account_id = $1 AND id = $2',
     [row.account_id, row.id, row.description, row.metadata],
   );
-}
-
-/** Deletes a subscription (its sources and destination links go with it); returns the row. */
-export async function deleteEventSubscription(
-  db: Queryable,
-  accountId: string,
-  id: string,
-): Promise<EventSubscriptionRow | undefined> {
-  const result = await db.query<EventSubscriptionRow>(
-    'DELETE FROM event_subscriptions WHERE account_id = $1 AND id = $2 RETURNING *',
-    [accountId, id],
-  );
-  return result.rows[0];
 }
 
 /** The sources of each subscription, in the order they were given. */

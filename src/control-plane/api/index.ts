@@ -3,11 +3,7 @@ import { AppError } from '../../shared/errors.ts';
 import { createIpRestrictions } from '../../shared/net/account-restrictions.ts';
 import { createApiKeyAuth } from '../api-key-auth.ts';
 import { accountRoutes } from './account.ts';
-import { agentIngressRoutes } from './agent-ingresses/routes.ts';
-import { apiKeyRoutes } from './api-keys/routes.ts';
 import type { ApiDeps } from './deps.ts';
-import { eventDestinationRoutes } from './event-destinations/routes.ts';
-import { eventSubscriptionRoutes } from './event-subscriptions/routes.ts';
 import {
   createIpRestrictionHook,
   createRestrictionInvalidation,
@@ -82,10 +78,6 @@ export async function restApi(
     }),
   );
 
-  await app.register(apiKeyRoutes, deps);
-  await app.register(agentIngressRoutes, deps);
-  await app.register(eventDestinationRoutes, deps);
-  await app.register(eventSubscriptionRoutes, deps);
   for (const family of FAMILIES) await app.register(familyRoutes(family), deps);
   await app.register(accountRoutes, deps);
   await app.register(tapRoutes, deps);

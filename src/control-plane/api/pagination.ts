@@ -1,7 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { AppError } from '../../shared/errors.ts';
 import { isId } from '../../shared/ids.ts';
-import { selectPage } from '../../store/pages.ts';
 import type { ApiDeps } from './deps.ts';
 import type { Resource } from './resource-types.ts';
 
@@ -76,21 +75,28 @@ export function pageLinks(
   };
 }
 
+/** A page of an account's objects, newest first; `more` when another page follows. */
+export type PageReader<Row> = (
+  accountId: string,
+  limit: number,
+  beforeId: string | undefined,
+) => Promise<{ rows: Row[]; more: boolean }>;
+
 /**
  * GET /<resource>: a page of the caller's objects, newest first, under the resource's list key;
  * `present` shows a page's rows.
  */
 export function listRoute<Row extends { id: string }>(
   app: FastifyInstance,
-  { db, config }: ApiDeps,
+  { config }: ApiDeps,
   resource: Resource,
+  read: PageReader<Row>,
   present: (rows: Row[]) => unknown[] | Promise<unknown[]>,
 ): void {
   const listUri = `${config.publicUrl}/${resource.path}`;
   app.get(`/${resource.path}`, async (request) => {
     const query = parsePageQuery(request.query, resource.idPrefix);
-    const { accountId } = request.caller;
-    const page = await selectPage<Row>(db, resource.path, accountId, query.limit, query.beforeId);
+    const page = await read(request.caller.accountId, query.limit, query.beforeId);
     return {
       [resource.listKey]: await present(page.rows),
       ...pageLinks(listUri, query, page.rows.at(-1)?.id, page.more),

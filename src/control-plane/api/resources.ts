@@ -1,20 +1,12 @@
-import {
-  CREDENTIAL_HEADERS,
-  HEADER_NAME,
-  MAX_REDACT_HEADERS,
-  REDACTED,
-  TOKEN_QUERY_PARAMS,
-} from '../../data-plane/redaction/policy.ts';
-import { SINKS } from '../../data-plane/sinks/index.ts';
 import { AppError } from '../../shared/errors.ts';
 import type { ExtraRoute, Field, JsonSchema, Resource } from './resource-types.ts';
 import { TUNNEL_SESSION_ROUTES } from './tunnel-sessions/declaration.ts';
 
-// Every REST resource, declared once: its fields (JSON Schema, bounds, which are required,
-// updatable, server-assigned, write-only or shown once), its id prefix, path, list key and audit
-// event. Request checks (body.ts), list routes, not-found errors, audit event names and the
-// OpenAPI document (openapi.ts) are derived from these; a route module keeps only what is truly
-// its own (a domain's normalisation, a target's parsing, a filter's compilation).
+// What REST declarations share: the common fields, description and metadata, the tap and
+// certificate-policy shapes; the routes of no resource; and what is derived alike for every
+// resource (its 404, its audit event names). Each resource is declared in its family's
+// resource.ts (objects/families.ts lists them); request checks (body-schema.ts), list routes,
+// the OpenAPI document (openapi.ts) and the CLI derive from those declarations.
 
 /** The query parameters every tap takes (src/data-plane/pipeline/taps.ts TAP_LIMITS). */
 export const TAP_QUERY = {
@@ -28,7 +20,8 @@ export const STATS_QUERY = {
     'with Accept: text/event-stream, how long the stream stays open (1-600, default 60); it ends with an `end` event',
 };
 
-const TAP_SUMMARY =
+/** What a tap route does, for its summary. */
+export const TAP_SUMMARY =
   'Stream (Server-Sent Events) what the subscription delivers now, after field selection; lossy, bounded';
 
 /** One event of a tap's stream, as its `data` says (events named `event`). */
@@ -121,247 +114,11 @@ const PIPELINE_STATS_SCHEMA = object({
   },
 });
 
-/** The target kinds this deployment delivers to: each sink's own settings schema. */
-export const TARGET_SHAPES: Record<string, JsonSchema> = Object.fromEntries(
-  SINKS.map((sink) => [sink.kind, { ...sink.settings, description: sink.doc }]),
-);
-
-/** An Agent Ingress's certificate policy; an omitted value takes the first choice. */
+/** An Agent Ingress's or reserved domain's certificate policy; an omitted value takes the first choice. */
 export const CERT_POLICY_SHAPE = object({
   authority: { enum: ['letsencrypt'] },
   private_key_type: { enum: ['rsa', 'ecdsa'] },
 });
-
-/** What PATCH of an event source takes (its type names it, so it cannot change). */
-export const SOURCE_UPDATE_SCHEMA = object({
-  filter: { ...str, description: 'CEL filter; empty: every event' },
-  fields: { ...strings, description: 'field selection; empty: every field' },
-  sample_rate: {
-    type: 'number',
-    exclusiveMinimum: 0,
-    maximum: 1,
-    description:
-      'share of the events passing the filter that are delivered, chosen by event id (the same on every instance and retry); 1: every event',
-  },
-  redact_headers: {
-    type: 'array',
-    maxItems: MAX_REDACT_HEADERS,
-    items: { type: 'string', pattern: HEADER_NAME.source },
-    description: `http_request_complete.v0: header names (case-insensitive, at most ${MAX_REDACT_HEADERS}) whose values are delivered as "${REDACTED}" on top of ${CREDENTIAL_HEADERS.join(', ')}`,
-  },
-  keep_credentials: {
-    type: 'boolean',
-    description: `http_request_complete.v0: true delivers ${CREDENTIAL_HEADERS.join(', ')} and the token query parameters (${TOKEN_QUERY_PARAMS.join(', ')}) in clear; false (default) as "${REDACTED}" (docs/security.md)`,
-  },
-});
-
-/** An event source: its event type, filter, field selection, sample rate and redaction. */
-export const SOURCE_SCHEMA = object(
-  {
-    type: { ...str, description: 'event type, e.g. http_request_complete.v0' },
-    ...(SOURCE_UPDATE_SCHEMA.properties as Record<string, JsonSchema>),
-    uri: { ...str, readOnly: true },
-  },
-  ['type'],
-);
-
-/** The API key resource. */
-export const API_KEYS: Resource = {
-  path: 'api_keys',
-  title: 'API key',
-  idPrefix: 'ak',
-  listKey: 'keys',
-  audit: 'api_key',
-  example: ({ tag }) => ({ description: tag }),
-  fields: {
-    ...COMMON,
-    ...describedBy('maxBytes'),
-    token: {
-      schema: { type: ['string', 'null'] },
-      serverAssigned: true,
-      shownOnce: true,
-      doc: 'the bearer token; shown only when the key is created, null afterwards',
-    },
-  },
-};
-
-/** The Agent Ingress resource. */
-export const AGENT_INGRESSES: Resource = {
-  path: 'agent_ingresses',
-  title: 'Agent Ingress',
-  idPrefix: 'agin',
-  listKey: 'ingresses',
-  audit: 'agent_ingress',
-  example: ({ tag }) => ({ domain: `${tag}.example.org` }),
-  fields: {
-    ...COMMON,
-    ...describedBy('maxBytes'),
-    domain: {
-      schema: str,
-      text: {},
-      required: true,
-      notUpdatable: 'create a new Agent Ingress',
-      doc: 'the domain agents connect to; lower-cased, unique across the service',
-    },
-    ns_targets: {
-      schema: { type: 'array', items: str },
-      serverAssigned: true,
-      doc: 'name servers',
-    },
-    region_domains: {
-      schema: { type: 'array', items: str },
-      serverAssigned: true,
-      doc: 'one domain per region',
-    },
-    certificate_management_policy: {
-      schema: { ...CERT_POLICY_SHAPE, type: ['object', 'null'] },
-      doc: 'automatic certificates; null turns them off',
-    },
-    certificate_management_status: {
-      schema: { type: ['object', 'null'] },
-      serverAssigned: true,
-      doc: 'renewal time and the current provisioning job',
-    },
-  },
-};
-
-/** The event destination resource. */
-export const EVENT_DESTINATIONS: Resource = {
-  path: 'event_destinations',
-  title: 'event destination',
-  idPrefix: 'ed',
-  listKey: 'event_destinations',
-  audit: 'event_destination',
-  example: ({ tag }) => ({ description: tag, target: { file: { path: `events-${tag}` } } }),
-  fields: {
-    ...COMMON,
-    ...describedBy('maxBytes'),
-    format: { schema: { enum: ['JSON', 'json'] }, doc: 'the only format is JSON (any case)' },
-    target: {
-      schema: {
-        ...object(TARGET_SHAPES),
-        minProperties: 1,
-        maxProperties: 1,
-        description: 'exactly one of file, kafka, clickhouse; passwords are write-only',
-      },
-      required: true,
-      checkedByRoute: true,
-      doc: 'where events go: file, kafka or clickhouse',
-    },
-    health: {
-      schema: { type: 'object' },
-      serverAssigned: true,
-      sometimes: true,
-      doc: 'delivery health, when the pipeline reports it',
-    },
-  },
-  deleteQuery: { discard_backlog: 'true: drop the events still waiting in its spool' },
-  extraRoutes: [
-    {
-      name: 'test',
-      method: 'POST',
-      path: '/{id}/test',
-      summary: 'Send one test event through the pipeline',
-      status: 200,
-      response: { type: 'object' },
-    },
-  ],
-};
-
-/** The event subscription resource, with its sources as a sub-collection. */
-export const EVENT_SUBSCRIPTIONS: Resource = {
-  path: 'event_subscriptions',
-  title: 'event subscription',
-  idPrefix: 'esb',
-  listKey: 'event_subscriptions',
-  audit: 'event_subscription',
-  example: ({ tag, idOf }) => ({
-    description: tag,
-    sources: [{ type: 'http_request_complete.v0', filter: 'conn.server_port == 443' }],
-    destination_ids: [idOf('event_destinations')],
-  }),
-  fields: {
-    ...COMMON,
-    ...describedBy('maxChars'),
-    sources: { schema: { type: 'array', items: SOURCE_SCHEMA }, doc: 'event types to deliver' },
-    destination_ids: {
-      schema: { type: 'array', items: str, writeOnly: true },
-      writeOnly: true,
-      doc: 'destinations to deliver to, in order',
-    },
-    destinations: {
-      schema: { type: 'array', items: ref },
-      serverAssigned: true,
-      doc: 'destinations',
-    },
-  },
-  extraRoutes: [
-    {
-      name: 'sources.list',
-      method: 'GET',
-      path: '/{id}/sources',
-      summary: 'List the sources',
-      status: 200,
-      response: {
-        type: 'object',
-        properties: { sources: { type: 'array', items: SOURCE_SCHEMA }, uri: str },
-      },
-    },
-    {
-      name: 'sources.create',
-      method: 'POST',
-      path: '/{id}/sources',
-      summary: 'Add a source',
-      status: 201,
-      request: SOURCE_SCHEMA,
-      response: SOURCE_SCHEMA,
-    },
-    {
-      name: 'sources.get',
-      method: 'GET',
-      path: '/{id}/sources/{type}',
-      summary: 'Get a source',
-      status: 200,
-      response: SOURCE_SCHEMA,
-    },
-    {
-      name: 'sources.update',
-      method: 'PATCH',
-      path: '/{id}/sources/{type}',
-      summary: 'Change a source’s filter or fields',
-      status: 200,
-      request: SOURCE_UPDATE_SCHEMA,
-      response: SOURCE_SCHEMA,
-    },
-    {
-      name: 'sources.delete',
-      method: 'DELETE',
-      path: '/{id}/sources/{type}',
-      summary: 'Remove a source',
-      status: 204,
-    },
-    {
-      name: 'tap',
-      method: 'GET',
-      path: '/{id}/tap',
-      summary: TAP_SUMMARY,
-      status: 200,
-      query: TAP_QUERY,
-      stream: true,
-      response: TAP_EVENT_SCHEMA,
-    },
-    {
-      name: 'sources.tap',
-      method: 'GET',
-      path: '/{id}/sources/{type}/tap',
-      summary: `${TAP_SUMMARY} (one source)`,
-      status: 200,
-      query: TAP_QUERY,
-      stream: true,
-      response: TAP_EVENT_SCHEMA,
-    },
-  ],
-};
 
 /**
  * Routes of no resource, named `<group>.<operation>` (OpenAPI `Group.operation`, CLI

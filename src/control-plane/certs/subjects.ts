@@ -2,13 +2,22 @@ import type { Config } from '../../config/load.ts';
 import type { CertPolicy } from '../../store/agent-ingresses.ts';
 import type { Queryable } from '../../store/db.ts';
 import type { JobRow } from '../../store/jobs.ts';
-import { presentJob } from '../api/agent-ingresses/present.ts';
 
 // What a provisioning job certifies: an Agent Ingress (its domain, region domains and wildcards
 // under them; the certificate and renews_at in its row) or a reserved domain (its name; status,
 // certificate and renews_at in its fields).
 
 const STATUS = 'certificate_management_status';
+
+/** A provisioning job as a certificate status shows it; error_code only while failing. */
+export function presentJob(job: JobRow) {
+  return {
+    ...(job.error_code === null ? {} : { error_code: job.error_code }),
+    msg: job.msg,
+    started_at: job.started_at.toISOString(),
+    retries_at: job.retries_at === null ? null : job.retries_at.toISOString(),
+  };
+}
 
 /** The object a job provisions a certificate for. */
 export interface CertSubject {

@@ -87,15 +87,6 @@ export const getEventDestination = oneRow.bind(
 );
 
 /**
- * Locks one destination for update inside a transaction. Subscriptions that start naming it
- * wait for the lock (their foreign key check), so a delete's in-use check cannot be raced.
- */
-export const lockEventDestination = oneRow.bind(
-  undefined,
-  'SELECT * FROM event_destinations WHERE account_id = $1 AND id = $2 FOR UPDATE',
-);
-
-/**
  * The ids among `ids` that name destinations of the account, locked against deletion until the
  * caller's transaction ends (so a subscription never names a destination being deleted).
  */
@@ -131,12 +122,6 @@ export async function updateEventDestination(
     ],
   );
 }
-
-/** Deletes a destination (no subscription may name it any more) and returns the row it was. */
-export const deleteEventDestination = oneRow.bind(
-  undefined,
-  'DELETE FROM event_destinations WHERE account_id = $1 AND id = $2 RETURNING *',
-);
 
 /** The subscriptions that still deliver to a destination, oldest first. */
 export async function subscriptionsUsingDestination(

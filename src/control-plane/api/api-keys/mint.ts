@@ -1,11 +1,13 @@
 import type { Caller } from '../../../shared/caller.ts';
-import { newId } from '../../../shared/ids.ts';
-import { hashToken, newToken } from '../../../shared/tokens.ts';
-import { insertApiKey } from '../../../store/api-keys.ts';
+import { newToken } from '../../../shared/tokens.ts';
 import type { Db } from '../../../store/db.ts';
 import { withAudit } from '../audit.ts';
-import { API_KEYS, auditEvent } from '../resources.ts';
-import { type ApiKey, presentApiKey } from './present.ts';
+import { presentObject } from '../objects/present.ts';
+import { newObject } from '../objects/storage.ts';
+import type { JsonObject } from '../resource-types.ts';
+import { auditEvent } from '../resources.ts';
+import { API_KEY_TABLE, apiKeyDraft } from './family.ts';
+import { API_KEYS } from './resource.ts';
 
 /** Everything a new key needs; `token` overrides the random token (BOOTSTRAP_API_KEY). */
 export interface NewApiKey {
@@ -15,9 +17,13 @@ export interface NewApiKey {
   token?: string;
 }
 
+/** An API key as the API shows it, with its token. */
+export type ApiKey = JsonObject & { id: string; token: string };
+
 /**
- * Creates an API key with its audit event and returns it with its token, the only time the
- * token is ever visible. Used by the API, the first-start bootstrap and the CLI.
+ * Creates an API key with its audit event, outside a request: the first-start bootstrap and the
+ * CLI (the API's POST is the family's generic create). Returns it with its token, the only time
+ * the token is ever visible.
  */
 export async function mintApiKey(
   db: Db,
@@ -26,20 +32,14 @@ export async function mintApiKey(
   publicUrl: string,
 ): Promise<ApiKey> {
   const token = key.token ?? newToken();
+  const row = newObject(API_KEYS, key.accountId, apiKeyDraft(token), key);
   const created = await withAudit(
     db,
     { eventType: auditEvent(API_KEYS, 'created'), accountId: key.accountId, principal, publicUrl },
     async (tx) => {
-      const row = await insertApiKey(tx, {
-        id: newId('ak'),
-        account_id: key.accountId,
-        description: key.description ?? '',
-        metadata: key.metadata ?? '',
-        token_hash: hashToken(token),
-        created_at: new Date(),
-      });
-      return presentApiKey(row, publicUrl);
+      await API_KEY_TABLE.insert(tx, row);
+      return presentObject(API_KEYS, row, publicUrl);
     },
   );
-  return { ...created, token };
+  return { ...created, id: row.id, token };
 }

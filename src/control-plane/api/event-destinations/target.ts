@@ -12,8 +12,8 @@ import {
 } from '../../../data-plane/sinks/settings.ts';
 import type { SinkKind } from '../../../data-plane/sinks/types.ts';
 import { AppError } from '../../../shared/errors.ts';
-import { TARGET_SHAPES } from '../resources.ts';
 import { checkShape, objectWith } from '../validate.ts';
+import { TARGET_SHAPES } from './resource.ts';
 
 // A destination's `target`: exactly one of the kinds this deployment delivers to (src/data-plane/sinks/).
 // The request's JSON shape is checked against the sink's settings schema; whether the values

@@ -2,8 +2,9 @@ import type { FastifyInstance } from 'fastify';
 import { getEventDestination } from '../../../data-plane/store/event-destinations.ts';
 import { AppError } from '../../../shared/errors.ts';
 import type { ApiDeps } from '../deps.ts';
-import { EVENT_DESTINATIONS, notFound } from '../resources.ts';
-import { objectWith } from '../validate.ts';
+import { notFound } from '../resources.ts';
+import { acceptPathEchoes, objectWith } from '../validate.ts';
+import { EVENT_DESTINATIONS } from './resource.ts';
 
 /**
  * POST /event_destinations/{id}/test: sends one `event_destination_test.v0` event through the
@@ -15,7 +16,8 @@ import { objectWith } from '../validate.ts';
  */
 export function addDestinationTestAction(app: FastifyInstance, deps: ApiDeps): void {
   const { db, keyring } = deps;
-  app.post<{ Params: { id: string } }>('/event_destinations/:id/test', async (request) => {
+  const echoId = { preValidation: acceptPathEchoes({ id: 'id' }) };
+  app.post<{ Params: { id: string } }>('/event_destinations/:id/test', echoId, async (request) => {
     if (request.body !== undefined && request.body !== null) objectWith(request.body, []);
     const { accountId } = request.caller;
     const { id } = request.params;

@@ -11,8 +11,9 @@ import {
   FilterError,
 } from '../../../data-plane/filter/index.ts';
 import { AppError } from '../../../shared/errors.ts';
-import { SOURCE_SCHEMA, SOURCE_UPDATE_SCHEMA } from '../resources.ts';
+import type { EventSourceRow } from '../../../store/event-subscriptions.ts';
 import { checkShape, FIELD_CODES } from '../validate.ts';
+import { SOURCE_SCHEMA, SOURCE_UPDATE_SCHEMA } from './resource.ts';
 
 // A subscription's sources: which event kinds it delivers, each with a CEL filter and a field
 // selection (traffic kinds only). Both are compiled here, when the subscription is written, so
@@ -32,6 +33,26 @@ export interface SourceInput {
   /** Lower-case, each once. */
   redact_headers: string[];
   keep_credentials: boolean;
+}
+
+/** An event source as the API shows it: its type, filter, field selection, sample rate, redaction, URI. */
+export function presentSource(
+  source: Pick<
+    EventSourceRow,
+    | 'subscription_id'
+    | 'type'
+    | 'filter'
+    | 'fields'
+    | 'sample_rate'
+    | 'redact_headers'
+    | 'keep_credentials'
+  >,
+  publicUrl: string,
+) {
+  const { subscription_id: id, type, filter, fields, sample_rate } = source;
+  const { redact_headers, keep_credentials } = source;
+  const uri = `${publicUrl}/event_subscriptions/${id}/sources/${type}`;
+  return { type, filter, fields, sample_rate, redact_headers, keep_credentials, uri };
 }
 
 /** The kind whose deliveries carry headers and URLs, the only one a source's redaction concerns. */
@@ -149,13 +170,8 @@ export function readSource(value: unknown, where: string): SourceInput {
   return source;
 }
 
-/** Reads a request's `sources` list: each source checked, each event kind at most once. */
-export function readSources(value: unknown): SourceInput[] {
-  if (!Array.isArray(value)) {
-    throw new AppError('ERR_INVALID_FIELD', '"sources" must be a list of sources', {
-      field: 'sources',
-    });
-  }
+/** Reads a request's `sources` (a list, as declared): each source checked, each event kind at most once. */
+export function readSources(value: unknown[]): SourceInput[] {
   const seen = new Set<string>();
   return value.map((item, index) => {
     const source = readSource(item, `sources[${index}]`);

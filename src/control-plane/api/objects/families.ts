@@ -1,6 +1,10 @@
+import { AGENT_INGRESSES_FAMILY } from '../agent-ingresses/family.ts';
+import { API_KEYS_FAMILY } from '../api-keys/family.ts';
 import { CERTIFICATE_AUTHORITIES_FAMILY } from '../certificate-authorities/family.ts';
 import { CREDENTIALS_FAMILY } from '../credentials/family.ts';
 import { ENDPOINTS_FAMILY } from '../endpoints/family.ts';
+import { EVENT_DESTINATIONS_FAMILY } from '../event-destinations/family.ts';
+import { EVENT_SUBSCRIPTIONS_FAMILY } from '../event-subscriptions/family.ts';
 import { IP_POLICIES_FAMILY } from '../ip-policies/family.ts';
 import { IP_POLICY_RULES_FAMILY } from '../ip-policy-rules/family.ts';
 import { IP_RESTRICTIONS_FAMILY } from '../ip-restrictions/family.ts';
@@ -15,8 +19,12 @@ import { SSH_CREDENTIALS_FAMILY } from '../ssh-credentials/family.ts';
 import { TLS_CERTIFICATES_FAMILY } from '../tls-certificates/family.ts';
 import type { Family } from './family.ts';
 
-/** Every family of account objects, in the order the API registers them (one line each). */
+/** Every REST resource's family, in the order the API registers them (resource-list.ts's order). */
 export const FAMILIES: readonly Family[] = [
+  API_KEYS_FAMILY,
+  AGENT_INGRESSES_FAMILY,
+  EVENT_DESTINATIONS_FAMILY,
+  EVENT_SUBSCRIPTIONS_FAMILY,
   CREDENTIALS_FAMILY,
   CERTIFICATE_AUTHORITIES_FAMILY,
   TLS_CERTIFICATES_FAMILY,

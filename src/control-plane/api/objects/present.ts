@@ -13,15 +13,16 @@ export function shownRefs(resource: Resource): Map<string, string> {
 }
 
 /**
- * An account object as the API shows it and as its audit events carry it: the declared fields
- * in declaration order; references as `{id, uri}`; write-only fields never; a shown-once field
- * only from `shownOnce` (the create response), null otherwise.
+ * An object as the API shows it and as its audit events carry it: the declared fields in
+ * declaration order, from the row or `shown` (what the family's `shown` hook adds); references
+ * as `{id, uri}`; write-only fields never, fields shown only when known never (answers add them);
+ * a shown-once field null (the create response adds it).
  */
 export function presentObject(
   resource: Resource,
   row: AccountObjectRow,
   publicUrl: string,
-  shownOnce: JsonObject = {},
+  shown: JsonObject = {},
 ): JsonObject {
   const refs = shownRefs(resource);
   const common: JsonObject = {
@@ -31,21 +32,22 @@ export function presentObject(
     description: row.description,
     metadata: row.metadata,
   };
+  const values = { ...row.fields, ...shown };
   const ref = (path: string, id: unknown) => ({ id, uri: `${publicUrl}/${path}/${id}` });
-  const shown: JsonObject = {};
+  const object: JsonObject = {};
   for (const [name, field] of Object.entries(resource.fields)) {
-    if (field.writeOnly) continue;
-    if (COMMON.has(name)) shown[name] = common[name];
-    else if (field.shownOnce) shown[name] = shownOnce[name] ?? null;
+    if (field.writeOnly || field.sometimes) continue;
+    if (COMMON.has(name)) object[name] = common[name];
+    else if (field.shownOnce) object[name] = null;
     else if (refs.has(name)) {
-      const value = row.fields[name];
+      const value = values[name];
       const path = refs.get(name)!;
-      shown[name] = Array.isArray(value)
+      object[name] = Array.isArray(value)
         ? value.map((id) => ref(path, id))
         : value == null
           ? null
           : ref(path, value);
-    } else shown[name] = row.fields[name] ?? null;
+    } else object[name] = values[name] ?? null;
   }
-  return shown;
+  return object;
 }

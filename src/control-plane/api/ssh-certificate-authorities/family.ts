@@ -14,12 +14,14 @@ const unset = (value: unknown) => (value === '' || value === 0 ? undefined : val
 export const SSH_CERTIFICATE_AUTHORITIES_FAMILY: Family = {
   resource: SSH_CERTIFICATE_AUTHORITIES,
   // An RSA 4096 key takes about a second: made before the transaction, not inside it.
-  prepare: (body) =>
-    generateAuthority({
-      private_key_type: body.private_key_type,
-      elliptic_curve: unset(body.elliptic_curve),
-      key_size: unset(body.key_size),
-    }),
+  prepare: (body, mode) =>
+    mode === 'update'
+      ? undefined
+      : generateAuthority({
+          private_key_type: body.private_key_type,
+          elliptic_curve: unset(body.elliptic_curve),
+          key_size: unset(body.key_size),
+        }),
   create(_body, ctx) {
     const authority = ctx.prepared as Awaited<ReturnType<typeof generateAuthority>>;
     return {

@@ -10,14 +10,9 @@ import {
 import { AppError } from '../../../shared/errors.ts';
 import { getEventSubscription, sourcesOf } from '../../../store/event-subscriptions.ts';
 import type { ApiDeps } from '../deps.ts';
+import { EVENT_SUBSCRIPTIONS } from '../event-subscriptions/resource.ts';
 import { readSource } from '../event-subscriptions/sources.ts';
-import {
-  EVENT_SUBSCRIPTIONS,
-  notFound,
-  STATS_QUERY,
-  TAP_QUERY,
-  TOP_LEVEL_ROUTES,
-} from '../resources.ts';
+import { notFound, STATS_QUERY, TAP_QUERY, TOP_LEVEL_ROUTES } from '../resources.ts';
 import { checkShape, FIELD_CODES } from '../validate.ts';
 import { type EventStream, openEventStream } from './sse.ts';
 

@@ -244,9 +244,10 @@ describe('ngrok agents through the agent ingress (the real @ngrok/ngrok SDK)', (
       if (target === 'ngrok_javascript::listener') logged.push(message);
     }, 'DEBUG');
     const listener = await forward({ domain: `stop.us.${INGRESS}` });
-    expect(logged).toContain(
-      `Listener "${listener.id()}" forwarding to "tcp://localhost:${echo.port}"`,
-    );
+    // The SDK's log callback runs on the event loop after the line is written, not in order.
+    await expect
+      .poll(() => logged, { timeout: 10_000 })
+      .toContain(`Listener "${listener.id()}" forwarding to "tcp://localhost:${echo.port}"`);
     const sessions = (await api('GET', '/tunnel_sessions')).body.tunnel_sessions;
     const session = sessions.find((s: any) => s.transport === 'ngrok');
     expect((await api('POST', `/tunnel_sessions/${session.id}/stop`)).status).toBe(204);

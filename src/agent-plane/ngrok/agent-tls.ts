@@ -3,7 +3,7 @@ import { createSecureContext, type SecureContext } from 'node:tls';
 import { ConfigError } from '../../config/load.ts';
 import type { Logger } from '../../shared/logger.ts';
 import type { SniCertificates } from '../edge/sni-certificates.ts';
-import { connectCertificate } from './connect-certificate.ts';
+import { connectCertificate } from './connect-files.ts';
 
 // The certificate the agent listener presents, chosen by the TLS server name the agent dialled:
 // the service's own connect name (`connect.<SERVICE_DOMAIN>`) gets AGENT_TLS_CERT_FILE's (or one

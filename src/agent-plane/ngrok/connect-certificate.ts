@@ -1,6 +1,6 @@
 import { createHash, generateKeyPairSync, sign, X509Certificate } from 'node:crypto';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import { AsnConvert, OctetString } from '@peculiar/asn1-schema';
 import {
   AlgorithmIdentifier,
@@ -47,6 +47,19 @@ function extension(id: string, critical: boolean, value: unknown): Extension {
   });
 }
 
+/**
+ * 16 bytes of a digest as a DER INTEGER's content: its own ArrayBuffer (a Buffer's `.buffer` is
+ * Node's shared pool), positive, and with a non-zero first byte (a leading zero before a byte
+ * below 0x80 is padding DER forbids: OpenSSL refuses such a certificate as "illegal padding").
+ */
+function serialNumber(spki: Buffer, now: number): ArrayBuffer {
+  const bytes = new Uint8Array(
+    createHash('sha256').update(spki).update(String(now)).digest(),
+  ).slice(0, 16);
+  bytes[0] = (bytes[0] & 0x7f) | 0x40;
+  return bytes.buffer;
+}
+
 /** A DER certificate for `spki` (DER), signed by `issuerKey` in the issuer's name. */
 function certificate(opts: {
   subject: string;
@@ -67,12 +80,7 @@ function certificate(opts: {
   const algorithm = new AlgorithmIdentifier({ algorithm: ECDSA_SHA256 });
   const tbs = new TBSCertificate({
     version: Version.v3,
-    serialNumber: createHash('sha256')
-      .update(opts.spki)
-      .update(String(now))
-      .digest()
-      .subarray(0, 16)
-      .map((b, i) => (i === 0 ? b & 0x7f : b)).buffer as ArrayBuffer,
+    serialNumber: serialNumber(opts.spki, now),
     signature: algorithm,
     issuer: name(opts.issuer),
     validity: new Validity({
@@ -93,30 +101,14 @@ function certificate(opts: {
   return Buffer.from(AsnConvert.serialize(cert));
 }
 
-/** The files of the generated certificate. */
-export interface ConnectFiles {
-  caFile: string;
-  certFile: string;
-  keyFile: string;
-  /** The CA's SHA-256 fingerprint, for people to check what they trust. */
-  caFingerprint: string;
-}
-
-/** The certificate for `connectName` in `dataDir`, made on first use. */
-export async function connectCertificate(
-  dataDir: string,
+/**
+ * Makes the local CA and the connect name's certificate into `files` (their directory created
+ * 0700, the key 0600); answers the CA's SHA-256 fingerprint.
+ */
+export async function makeConnectCertificate(
+  files: { caFile: string; certFile: string; keyFile: string },
   connectName: string,
-): Promise<ConnectFiles> {
-  const dir = join(dataDir, 'agent-tls');
-  const files = {
-    caFile: join(dir, 'ca.pem'),
-    certFile: join(dir, 'cert.pem'),
-    keyFile: join(dir, 'key.pem'),
-  };
-  const existing = await readFile(files.caFile, 'utf8').catch(() => undefined);
-  if (existing !== undefined) {
-    return { ...files, caFingerprint: new X509Certificate(existing).fingerprint256 };
-  }
+): Promise<string> {
   const ca = generateKeyPairSync('ec', { namedCurve: 'P-256' });
   const leaf = generateKeyPairSync('ec', { namedCurve: 'P-256' });
   const spki = (key: typeof ca.publicKey) => key.export({ type: 'spki', format: 'der' });
@@ -137,10 +129,10 @@ export async function connectCertificate(
     ca: false,
     dnsNames: [connectName],
   });
-  await mkdir(dir, { recursive: true, mode: 0o700 });
+  await mkdir(dirname(files.keyFile), { recursive: true, mode: 0o700 });
   const keyPem = leaf.privateKey.export({ type: 'pkcs8', format: 'pem' }) as string;
   await writeFile(files.keyFile, keyPem, { mode: 0o600 });
   await writeFile(files.certFile, toPem('CERTIFICATE', leafDer));
   await writeFile(files.caFile, toPem('CERTIFICATE', caDer));
-  return { ...files, caFingerprint: new X509Certificate(caDer).fingerprint256 };
+  return new X509Certificate(caDer).fingerprint256;
 }

@@ -13,8 +13,9 @@ import { openTcpEndpoint } from './agent-plane/edge/tcp-endpoint.ts';
 import { agentCertificates } from './agent-plane/ngrok/agent-tls.ts';
 import { type NgrokListener, startNgrokListener } from './agent-plane/ngrok/listener.ts';
 import { createEndpointPolicies, type EndpointPolicies } from './agent-plane/policy/index.ts';
+import type { OpenTcp } from './agent-plane/sessions/agent-face.ts';
 import type { DecideEndpointIp, IpAllowed } from './agent-plane/sessions/ip-allowed.ts';
-import type { AgentListener, AgentListenerDeps } from './agent-plane/sessions/listener.ts';
+import type { AgentListener } from './agent-plane/sessions/listener.ts';
 import { createSessionRegistry, type SessionRegistry } from './agent-plane/sessions/registry.ts';
 import { buildApp, buildGrpcApp } from './app.ts';
 import type { Config } from './config/load.ts';
@@ -338,7 +339,7 @@ async function startAgents(
 }> {
   const kick = () => pipeline.relay.kick();
   const publisher = createEdgePublisher(pipeline, logger);
-  const openTcp: AgentListenerDeps['openTcp'] = (session, address) =>
+  const openTcp: OpenTcp = (session, address) =>
     openTcpEndpoint(session, address, {
       config,
       logger,

@@ -1,12 +1,8 @@
 import type { TLSSocket } from 'node:tls';
-import type { Config } from '../../config/load.ts';
 import type { Caller } from '../../shared/caller.ts';
 import { newId } from '../../shared/ids.ts';
-import type { Logger } from '../../shared/logger.ts';
-import type { Db } from '../../store/db.ts';
-import type { IpAllowed } from '../sessions/ip-allowed.ts';
+import type { AgentFaceDeps } from '../sessions/agent-face.ts';
 import type { LiveSession } from '../sessions/live-session.ts';
-import type { SessionRegistry } from '../sessions/registry.ts';
 import { recordSessionEvent, type SessionFacts, STOP_REASONS } from '../sessions/session-events.ts';
 import { type AuthenticatedAgent, AuthRefusal, authenticate } from './auth.ts';
 import { type Binding, checkBind } from './bind.ts';
@@ -47,22 +43,8 @@ const TOLD_REASONS = new Set<string>([
   STOP_REASONS.leaseLapsed,
 ]);
 
-/** What serving an agent connection needs. */
-export interface AgentConnectionDeps {
-  config: Config;
-  db: Db;
-  logger: Logger;
-  registry: SessionRegistry;
-  /** Wakes the audit relay after a session event is written. */
-  kick: () => void;
-  /** The IP restriction check; absent: every address is allowed. */
-  ipAllowed?: IpAllowed;
-  /** Opens the TCP endpoint of a tunnel bound to a reserved address; absent: TCP is off. */
-  openTcp?: (
-    session: LiveSession,
-    address: { host: string; port: number },
-  ) => Promise<{ close(): Promise<void> }>;
-}
+/** What serving an agent connection needs: what every agent face needs. */
+export type AgentConnectionDeps = AgentFaceDeps;
 
 /** A live agent connection, as the listener holds it. */
 export interface AgentConnection {

@@ -1,13 +1,12 @@
 import type { AddressInfo } from 'node:net';
 import { createServer, type Server as NetServer, type Socket } from 'node:net';
 import ssh2, { type AuthContext, type Connection } from 'ssh2';
-import type { Config } from '../../config/load.ts';
 import type { Caller } from '../../shared/caller.ts';
 import type { ConnectionLimits, Refusal } from '../../shared/http/connection-limits.ts';
 import { newId } from '../../shared/ids.ts';
-import type { Logger } from '../../shared/logger.ts';
 import type { Metrics } from '../../shared/metrics.ts';
 import type { Db } from '../../store/db.ts';
+import type { AgentFaceDeps } from './agent-face.ts';
 import {
   type AgentCredential,
   credentialOfKey,
@@ -17,10 +16,8 @@ import {
 import { bindRefusal, sessionRegion, tcpBind } from './bind-policy.ts';
 import { DISCONNECT_CODES, disconnectWith, refusalBytes } from './disconnect.ts';
 import { hostKeyFingerprint, loadHostKey } from './host-key.ts';
-import type { IpAllowed } from './ip-allowed.ts';
 import { type LiveSession, TOO_MANY_STREAMS } from './live-session.ts';
 import { createLoginLimits, type Login } from './login-limits.ts';
-import type { SessionRegistry } from './registry.ts';
 import {
   hasControlCharacters,
   recordable,
@@ -36,20 +33,7 @@ import { AGENT_CIPHERS } from './ssh-ciphers.ts';
 // every bind, refused or not, is an agent_session_start.v0, and its end an agent_session_stop.v0.
 // Before a login, OpenSSH's limits apply (login-limits.ts); the listener holds MAX_CONNECTIONS.
 
-export interface AgentListenerDeps {
-  config: Config;
-  db: Db;
-  logger: Logger;
-  registry: SessionRegistry;
-  /** Wakes the audit relay after a session event is written. */
-  kick: () => void;
-  /** The IP restriction check; absent: every address is allowed. */
-  ipAllowed?: IpAllowed;
-  /** Opens the TCP endpoint of a session bound to a reserved address; absent: TCP is off. */
-  openTcp?: (
-    session: LiveSession,
-    address: { host: string; port: number },
-  ) => Promise<{ close(): Promise<void> }>;
+export interface AgentListenerDeps extends AgentFaceDeps {
   /** Where refused channels are counted. */
   metrics: Metrics;
   /** MAX_CONNECTIONS of the listener, within the open-file limit. */

@@ -61,6 +61,11 @@ if (service.sshPort !== undefined) {
   // What ssh shows on first contact: agents compare it (docs/agents.md#host-key).
   say(`SSH host key fingerprint: ${service.sshHostKeyFingerprint} (ED25519)`);
 }
+if (service.agentPort !== undefined) {
+  say(
+    `ngrok's agents and SDKs connect over TLS on port ${service.agentPort} (server_addr: a region domain of an Agent Ingress, docs/agents.md)`,
+  );
+}
 if (service.firstKey !== undefined) {
   const { firstKey } = service;
   process.stderr.write(

@@ -1,3 +1,5 @@
+import { AGENT_SETTINGS } from './agent-settings.ts';
+import { CERTIFICATE_SETTINGS } from './certificate-settings.ts';
 import {
   bytes,
   count,
@@ -6,53 +8,32 @@ import {
   dnsName,
   domain,
   integer,
-  internalOrigin,
-  type Kind,
   list,
-  maxStartups,
   ms,
   oneOf,
   optional,
   optionalPort,
-  optionalUrl,
   parseSecretsKey,
   portRange,
-  regionAddresses,
   secretsKey,
-  switchablePort,
   text,
   token16,
   url,
 } from './kinds.ts';
+import { EVERY, GiB, HOUR, KiB, MiB, type Setting } from './setting.ts';
+
+export type { Plane, Setting } from './setting.ts';
 
 // Every setting of the service, declared once. The parser (load.ts), the Config type, `npm start
 // -- --help` and docs/configuration.md (`npm run docs:config`) are derived from this table; to add
 // a setting, add one entry here (see docs/configuration.md's header).
 //
 // Settings are read in this order: a default or bound that names another setting (PUBLIC_URL's
-// HOST and PORT, HEADERS_TIMEOUT_MS's REQUEST_TIMEOUT_MS) names one above it.
+// HOST and PORT, HEADERS_TIMEOUT_MS's REQUEST_TIMEOUT_MS) names one above it. The agent plane's
+// settings (agent-settings.ts) and the certificate jobs' (certificate-settings.ts) follow these.
 
-/** The planes that read a setting (src/data-plane, src/control-plane, src/agent-plane). */
-export type Plane = 'data' | 'control' | 'agent';
-
-/** One setting: its variable, how it is read, which planes read it, and what it is for. */
-export interface Setting<T> {
-  env: string;
-  planes: readonly Plane[];
-  kind: Kind<T>;
-  /** One sentence for people: the page and `--help` print it. */
-  meaning: string;
-}
-
-const EVERY: readonly Plane[] = ['data', 'control', 'agent'];
-const KiB = 1024;
-const MiB = 1024 * KiB;
-const GiB = 1024 * MiB;
-const HOUR = 3_600_000;
-const DAY = 24 * HOUR;
-
-/** The settings, by the name of their Config field. */
-export const SETTINGS = {
+/** The settings shared by the planes, the data plane's and the control plane's. */
+const SERVICE_SETTINGS = {
   port: {
     env: 'PORT',
     planes: ['data', 'control'],
@@ -325,202 +306,7 @@ export const SETTINGS = {
     meaning:
       "How long an instance keeps an account's IP restrictions in memory: a change made through this instance applies at once, one made through another within this time.",
   },
-  sshPort: {
-    env: 'SSH_PORT',
-    planes: ['agent'],
-    kind: switchablePort(2222),
-    meaning:
-      'Port agents connect to over SSH (`ssh -R`); the host key is DATA_DIR/ssh_host_ed25519_key (0600, made on the first start).',
-  },
-  agentPort: {
-    env: 'AGENT_PORT',
-    planes: ['agent'],
-    kind: switchablePort(4443),
-    meaning:
-      "Port ngrok's own agents and SDKs connect to over TLS (their server_addr / connect_url; 443 in production), see docs/agents.md.",
-  },
-  agentTlsCertFile: {
-    env: 'AGENT_TLS_CERT_FILE',
-    planes: ['agent'],
-    kind: optional({ accepts: 'a PEM file', note: 'one made into DATA_DIR/agent-tls/' }),
-    meaning:
-      "The certificate (with AGENT_TLS_KEY_FILE) the agent listener presents for connect.<SERVICE_DOMAIN>, where unset a local CA's made into DATA_DIR/agent-tls/ serves (an Agent Ingress's names get its managed certificate).",
-  },
-  agentTlsKeyFile: {
-    env: 'AGENT_TLS_KEY_FILE',
-    planes: ['agent'],
-    kind: optional({ accepts: 'a PEM file', note: 'none' }),
-    meaning: 'The private key of AGENT_TLS_CERT_FILE (PEM).',
-  },
-  sshLoginGraceMs: {
-    env: 'SSH_LOGIN_GRACE_MS',
-    planes: ['agent'],
-    kind: ms(120_000, 100, HOUR),
-    meaning:
-      "Time an SSH connection has to authenticate before it is disconnected (OpenSSH's LoginGraceTime).",
-  },
-  sshMaxStartups: {
-    env: 'SSH_MAX_STARTUPS',
-    planes: ['agent'],
-    kind: maxStartups('10:30:100'),
-    meaning:
-      "Unauthenticated SSH connections as OpenSSH's MaxStartups: from `start` on a new one is refused with probability `rate`%, rising to all at `full`; one number refuses every connection beyond it.",
-  },
-  sshMaxAuthTries: {
-    env: 'SSH_MAX_AUTH_TRIES',
-    planes: ['agent'],
-    kind: count(6, 1, 100),
-    meaning:
-      "Failed authentication attempts one SSH connection may make; the last ends it with `Too many authentication failures` (OpenSSH's MaxAuthTries).",
-  },
-  edgeHttpPort: {
-    env: 'EDGE_HTTP_PORT',
-    planes: ['agent'],
-    kind: switchablePort(8088),
-    meaning: "Port of the edge's HTTP listener, which routes by `Host` to agents' sessions.",
-  },
-  edgeHttpsPort: {
-    env: 'EDGE_HTTPS_PORT',
-    planes: ['agent'],
-    kind: switchablePort(8443),
-    meaning:
-      "Port of the edge's HTTPS listener: the same routing as EDGE_HTTP_PORT, each handshake's certificate chosen by SNI.",
-  },
-  edgeCertCacheMs: {
-    env: 'EDGE_CERT_CACHE_MS',
-    planes: ['agent'],
-    kind: ms(5_000, 0, HOUR),
-    meaning:
-      "How long the HTTPS listener keeps its choice of certificate for a name: changes made on this instance apply at once, other instances' within this time.",
-  },
-  edgePolicyCacheMs: {
-    env: 'EDGE_POLICY_CACHE_MS',
-    planes: ['agent'],
-    kind: ms(5_000, 0, HOUR),
-    meaning:
-      "How long the edge keeps a hostname's cloud endpoint and Traffic Policy (and the IP policies its restrict-ips actions name): changes made on this instance apply at once, other instances' within this time.",
-  },
-  maxSessionsPerAccount: {
-    env: 'MAX_SESSIONS_PER_ACCOUNT',
-    planes: ['agent'],
-    kind: count(100, 1, 1_000_000),
-    meaning: 'Live agent sessions one account may hold at once; beyond, a bind is refused.',
-  },
-  maxChannelsPerSession: {
-    env: 'MAX_CHANNELS_PER_SESSION',
-    planes: ['agent'],
-    kind: count(256, 1, 100_000),
-    meaning:
-      'Edge requests or TCP connections open at once through one session; beyond, the edge answers 503.',
-  },
-  edgeResponseTimeoutMs: {
-    env: 'EDGE_RESPONSE_TIMEOUT_MS',
-    planes: ['agent'],
-    kind: ms(60_000, 100, HOUR),
-    meaning:
-      "How long the edge waits for an agent's response headers (a retry included, and an Upgrade's `101`) before answering 504.",
-  },
-  agentKeepAliveMs: {
-    env: 'AGENT_KEEPALIVE_MS',
-    planes: ['agent'],
-    kind: ms(15_000, 100, HOUR),
-    meaning:
-      'Interval of SSH keep-alives to agents; after three unanswered the session ends (`keep-alive lost`).',
-  },
-  internalUrl: {
-    env: 'INTERNAL_URL',
-    planes: ['agent'],
-    kind: internalOrigin(),
-    meaning:
-      "Where the other instances sharing the store reach this one's relay, which listens on HOST at that port and serves only requests signed with the same SECRETS_KEY (never route it from the internet); unset, another instance answers 502 for this one's sessions.",
-  },
-  sessionLeaseMs: {
-    env: 'SESSION_LEASE_MS',
-    planes: ['agent'],
-    kind: ms(30_000, 300, HOUR),
-    meaning:
-      "How long a session counts in the store's session registry without its instance renewing it (every third of it): a crashed instance's hostnames are free after this, or when it starts again at the same INTERNAL_URL.",
-  },
-  dnsPort: {
-    env: 'DNS_PORT',
-    planes: ['agent'],
-    kind: optionalPort(),
-    meaning:
-      'UDP and TCP port of the authoritative DNS server (port 53 needs `CAP_NET_BIND_SERVICE`).',
-  },
-  edgeAddresses: {
-    env: 'EDGE_ADDRESSES',
-    planes: ['agent'],
-    kind: regionAddresses('*=127.0.0.1'),
-    meaning: "The edge's addresses per region for the DNS server's A and AAAA answers.",
-  },
-  dnsCacheMs: {
-    env: 'DNS_CACHE_MS',
-    planes: ['agent'],
-    kind: ms(5_000, 0, HOUR),
-    meaning:
-      "How long an instance answers from cached zone data: a change through this instance applies at once, other instances' within this time.",
-  },
-  dnsTcpIdleTimeoutMs: {
-    env: 'DNS_TCP_IDLE_TIMEOUT_MS',
-    planes: ['agent'],
-    kind: ms(10_000, 100, HOUR),
-    meaning:
-      'A DNS over TCP connection with no query outstanding is closed after this (RFC 7766 6.2.3; bytes of an unfinished query do not keep it open).',
-  },
-  dnsTcpTimeoutMs: {
-    env: 'DNS_TCP_TIMEOUT_MS',
-    planes: ['agent'],
-    kind: ms(60_000, 100, HOUR),
-    meaning: 'The longest a DNS over TCP connection stays open, however busy.',
-  },
-  acmeDirectoryUrl: {
-    env: 'ACME_DIRECTORY_URL',
-    planes: ['agent'],
-    kind: optionalUrl(),
-    meaning:
-      "The ACME server's directory; none: certificate jobs fail saying so, and no CA is asked (Let's Encrypt: `https://acme-v02.api.letsencrypt.org/directory`, staging: `https://acme-staging-v02.api.letsencrypt.org/directory`, pebble for local tries: docs/dns-and-certificates.md#pebble).",
-  },
-  acmeCaFile: {
-    env: 'ACME_CA_FILE',
-    planes: ['agent'],
-    kind: optional({ accepts: 'a PEM file', note: 'the system CAs' }),
-    meaning: 'Extra CAs to trust for the ACME server (a test server such as pebble).',
-  },
-  acmeEmail: {
-    env: 'ACME_EMAIL',
-    planes: ['agent'],
-    kind: optional({ accepts: 'an email address', note: 'none' }),
-    meaning: "Contact address of the service's ACME account.",
-  },
-  delegationResolver: {
-    env: 'DELEGATION_RESOLVER',
-    planes: ['agent'],
-    kind: optional({
-      accepts: 'host:port',
-      note: "the system's resolvers",
-      pattern: /^[^\s:]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/,
-      problem: (raw) => `must be host:port, got "${raw}"`,
-    }),
-    meaning: "The resolver that checks a domain's delegation (its parent's NS records).",
-  },
-  certPollMs: {
-    env: 'CERT_POLL_MS',
-    planes: ['agent'],
-    kind: ms(5_000, 0, HOUR),
-    meaning:
-      'How often the certificate job runner looks for due jobs; `0`: no runner on this instance.',
-  },
-  certJobLeaseMs: {
-    env: 'CERT_JOB_LEASE_MS',
-    planes: ['agent'],
-    kind: ms(300_000, 1_000, DAY),
-    meaning: 'How long a runner holds a certificate job before another instance may take it over.',
-  },
-  certRetryMaxMs: {
-    env: 'CERT_RETRY_MAX_MS',
-    planes: ['agent'],
-    kind: ms(HOUR, 1_000, DAY),
-    meaning: 'Longest wait between retries of a failing certificate job.',
-  },
 } satisfies Record<string, Setting<unknown>>;
+
+/** The settings, by the name of their Config field, in the order they are read. */
+export const SETTINGS = { ...SERVICE_SETTINGS, ...AGENT_SETTINGS, ...CERTIFICATE_SETTINGS };

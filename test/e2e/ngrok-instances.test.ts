@@ -5,10 +5,10 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { storeIssuedCertificate } from '../../src/control-plane/certs/store-certificate.ts';
 import type { Service } from '../../src/service.ts';
 import { mapToLoopback } from '../helpers/etc-hosts.ts';
 import { freePort } from '../helpers/free-port.ts';
+import { giveIngressCertificate } from '../helpers/ingress-certificate.ts';
 import { CA_EXTENSIONS, OpensslPki } from '../helpers/openssl-pki.ts';
 import { apiClient, startTestService, TEST_BOOTSTRAP_KEY } from '../helpers/service.ts';
 import { postgresStore, type TestStore } from '../helpers/stores.ts';
@@ -68,26 +68,7 @@ describe('an ngrok agent on one instance, a client through another (PostgreSQL)'
     });
     caPem = ca.cert;
     const names = [INGRESS, `us.${INGRESS}`, `*.us.${INGRESS}`];
-    const issued = pki.issue('ingress', ca, {
-      key: 'ecdsa',
-      subject: `/CN=${INGRESS}`,
-      extensions: [
-        'basicConstraints=critical,CA:FALSE',
-        'extendedKeyUsage=serverAuth',
-        `subjectAltName=${names.map((n) => `DNS:${n}`).join(',')}`,
-      ],
-    });
-    await a.db.transaction(async (tx) => {
-      const row = await storeIssuedCertificate(
-        tx,
-        { accountId, certificatePem: issued.cert, privateKeyPem: issued.key, issuedAt: new Date() },
-        { keyring: a.keyring, publicUrl: a.url },
-      );
-      await tx.query('UPDATE agent_ingresses SET certificate_id = $1 WHERE domain = $2', [
-        row.id,
-        INGRESS,
-      ]);
-    });
+    await giveIngressCertificate(a, pki, ca, { accountId, domain: INGRESS, names });
     authtoken = (await api('POST', '/credentials', {})).body.token;
     echo = await startEchoServer();
     unmap = mapToLoopback([DIALLED]);

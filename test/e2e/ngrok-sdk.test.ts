@@ -8,10 +8,10 @@ import { connect as tlsConnect } from 'node:tls';
 import { promisify } from 'node:util';
 import ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { storeIssuedCertificate } from '../../src/control-plane/certs/store-certificate.ts';
 import type { Service } from '../../src/service.ts';
 import { mapToLoopback } from '../helpers/etc-hosts.ts';
 import { freePort } from '../helpers/free-port.ts';
+import { giveIngressCertificate } from '../helpers/ingress-certificate.ts';
 import { CA_EXTENSIONS, type Issued, OpensslPki } from '../helpers/openssl-pki.ts';
 import {
   type ApiClient,
@@ -103,27 +103,7 @@ describe('ngrok agents through the agent ingress (the real @ngrok/ngrok SDK)', (
       INGRESS,
       ...['us', 'eu'].flatMap((r) => [`${r}.${INGRESS}`, `*.${r}.${INGRESS}`]),
     ];
-    const issued = pki.issue('ingress', ca, {
-      key: 'ecdsa',
-      subject: `/CN=${INGRESS}`,
-      extensions: [
-        'basicConstraints=critical,CA:FALSE',
-        'extendedKeyUsage=serverAuth',
-        `subjectAltName=${names.map((n) => `DNS:${n}`).join(',')}`,
-      ],
-    });
-    // As the certificate runner stores what ACME issued for the ingress.
-    await service.db.transaction(async (tx) => {
-      const row = await storeIssuedCertificate(
-        tx,
-        { accountId, certificatePem: issued.cert, privateKeyPem: issued.key, issuedAt: new Date() },
-        { keyring: service.keyring, publicUrl: service.url },
-      );
-      await tx.query('UPDATE agent_ingresses SET certificate_id = $1 WHERE domain = $2', [
-        row.id,
-        INGRESS,
-      ]);
-    });
+    await giveIngressCertificate(service, pki, ca, { accountId, domain: INGRESS, names });
     const credential = await api('POST', '/credentials', { description: 'ngrok sdk' });
     expect(credential.status).toBe(201);
     authtoken = credential.body.token;

@@ -105,16 +105,43 @@ function unavailable(name: string): string | undefined {
   return undefined;
 }
 
-let environment: CelEnvironment | undefined;
+/** Which traffic an expression runs on: HTTP endpoints', or a TCP endpoint's connections. */
+export type PolicyScope = 'http' | 'tcp';
 
-/** The (cached) CEL environment of policy expressions; built once, on first use. */
-export function policyEnvironment(): CelEnvironment {
-  environment ??= celEnvironment({
-    label: 'traffic_policy',
-    leaves: POLICY_LEAVES,
-    stringGroups: STRING_GROUPS,
-    functions: registerMacros,
-    unreadable: unavailable,
-  });
+/** What a TCP endpoint's connections do not have, and why (its variables are the rest). */
+const NOT_ON_TCP: Readonly<Record<string, string>> = {
+  req: 'its connections carry no HTTP request',
+  res: 'its connections carry no HTTP response',
+  'conn.tls': 'the edge passes its bytes through without TLS',
+};
+
+function notOnTcp(name: string): string | undefined {
+  return Object.keys(NOT_ON_TCP).find((p) => name === p || name.startsWith(`${p}.`));
+}
+
+function tcpUnavailable(name: string): string | undefined {
+  const prefix = notOnTcp(name);
+  if (prefix !== undefined) {
+    return `'${name}' is not available on a TCP endpoint: ${NOT_ON_TCP[prefix]}`;
+  }
+  return unavailable(name);
+}
+
+const environments = new Map<PolicyScope, CelEnvironment>();
+
+/** The (cached) CEL environment of policy expressions in `scope`; built once, on first use. */
+export function policyEnvironment(scope: PolicyScope = 'http'): CelEnvironment {
+  let environment = environments.get(scope);
+  if (environment === undefined) {
+    const http = scope === 'http';
+    environment = celEnvironment({
+      label: 'traffic_policy',
+      leaves: http ? POLICY_LEAVES : POLICY_LEAVES.filter((l) => notOnTcp(l.name) === undefined),
+      stringGroups: http ? STRING_GROUPS : [],
+      functions: registerMacros,
+      unreadable: http ? unavailable : tcpUnavailable,
+    });
+    environments.set(scope, environment);
+  }
   return environment;
 }

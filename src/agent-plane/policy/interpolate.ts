@@ -5,7 +5,7 @@ import {
 } from '../../data-plane/filter/index.ts';
 import { fromCel, withValues } from './macros.ts';
 import { PolicyError, type PolicyLocation } from './policy-error.ts';
-import { type PolicyScope, policyEnvironment } from './variables.ts';
+import { type PolicyScope, policyEnvironment, unavailableMember } from './variables.ts';
 
 // `${expression}` in an action's config strings (ngrok's CEL interpolation): each expression is
 // compiled with the policy, the rest of the string kept as written. A value renders as text:
@@ -67,9 +67,13 @@ export function compilePolicyExpression(
   } catch (err) {
     if (!(err instanceof FilterError)) throw err;
     const at = offset + (err.position?.offset ?? 0);
-    const what = err.message
-      .replace(/^traffic_policy: /, '')
-      .replace(/ at (line \d+, )?column \d+/, '');
+    // `conn.client_ip.categories` fails as "cannot index type 'string'": say why instead.
+    const member = /Cannot index type 'string'/.test(err.message)
+      ? unavailableMember(expression)
+      : undefined;
+    const what =
+      member ??
+      err.message.replace(/^traffic_policy: /, '').replace(/ at (line \d+, )?column \d+/, '');
     throw new PolicyError('invalid_expression', what, {
       ...where,
       position: lineColumn(text, at),

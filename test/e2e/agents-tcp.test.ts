@@ -8,6 +8,7 @@ import { freePort } from '../helpers/free-port.ts';
 import {
   type ApiClient,
   apiClient,
+  otherAccountClient,
   startTestService,
   TEST_BOOTSTRAP_KEY,
 } from '../helpers/service.ts';
@@ -223,6 +224,15 @@ describe('agents: TCP endpoints on reserved addresses', () => {
     const notHeld = await endpoint('on_tcp_connect: []\n', `tcp://${host}:${port + 1}`);
     expect(notHeld.status).toBe(400);
     expect(notHeld.body.msg).toContain(`${host}:${port + 1} is not a reserved address`);
+    // Another account cannot put a policy on this account's address.
+    const other = await otherAccountClient(service);
+    const claimed = await other('POST', '/endpoints', {
+      type: 'cloud',
+      url: `tcp://${addr}`,
+      traffic_policy: 'on_tcp_connect:\n  - actions: [{type: deny}]\n',
+    });
+    expect(claimed.status).toBe(400);
+    expect(claimed.body.msg).toContain(`${addr} is not a reserved address of this account`);
 
     const created = await endpoint(`
 on_tcp_connect:

@@ -3,7 +3,8 @@ import { COMMON, describedBy, str } from '../resources.ts';
 
 /**
  * Endpoints, in ngrok's Endpoint shape: a cloud endpoint is a URL on a hostname the account
- * holds whose Traffic Policy the edge runs for every request to it (docs/traffic-policy.md).
+ * holds (or a TCP address it reserved) whose Traffic Policy the edge runs for every request or
+ * connection to it (docs/traffic-policy.md).
  */
 export const ENDPOINTS: Resource = {
   path: 'endpoints',
@@ -36,7 +37,7 @@ export const ENDPOINTS: Resource = {
       schema: { ...str, maxLength: 2048 },
       required: true,
       notUpdatable: 'create another endpoint',
-      doc: 'https://<hostname> or http://<hostname> on a hostname the account holds',
+      doc: 'https://<hostname> or http://<hostname> on a hostname the account holds, or tcp://<host>:<port> of one of its reserved addresses',
     },
     traffic_policy: {
       schema: { ...str, maxLength: 65536 },
@@ -44,7 +45,7 @@ export const ENDPOINTS: Resource = {
       doc: 'the Traffic Policy document (YAML or JSON) the edge runs for this endpoint',
     },
     public_url: { schema: str, serverAssigned: true, doc: 'the URL, as ngrok names it too' },
-    proto: { schema: str, serverAssigned: true, doc: '`https` or `http`' },
+    proto: { schema: str, serverAssigned: true, doc: '`https`, `http` or `tcp`' },
     hostport: { schema: str, serverAssigned: true, doc: 'host:port of the URL' },
     bindings: {
       schema: { type: 'array', items: str },

@@ -1,25 +1,11 @@
-import { compilePolicy, PolicyError } from '../../../agent-plane/policy/index.ts';
 import { hostnameRefusal } from '../../../agent-plane/sessions/bind-policy.ts';
 import { AppError } from '../../../shared/errors.ts';
 import type { Family, FamilyContext } from '../objects/family.ts';
 import { ENDPOINTS } from './resource.ts';
+import { checkPolicy, validatePolicyRoute } from './validate-policy.ts';
 
 // A cloud endpoint: its URL on a hostname the account holds (one endpoint per hostname across
 // the service), and its Traffic Policy, compiled here so a bad one is a 400 that says where.
-
-/** The policy compiled, or the 400 naming its phase, rule, action and position. */
-function checkPolicy(text: string): void {
-  try {
-    compilePolicy(text);
-  } catch (err) {
-    if (!(err instanceof PolicyError)) throw err;
-    throw new AppError('ERR_INVALID_FIELD', err.message, {
-      field: 'traffic_policy',
-      reason: err.code,
-      location: err.location,
-    });
-  }
-}
 
 /** The URL's parts, or a 400: http(s), a hostname, no path, query, port or user. */
 function readUrl(raw: string): { url: string; host: string; proto: 'http' | 'https' } {
@@ -87,4 +73,5 @@ export const ENDPOINTS_FAMILY: Family = {
       },
     };
   },
+  routes: validatePolicyRoute,
 };

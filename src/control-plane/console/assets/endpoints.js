@@ -57,6 +57,10 @@ function documentPosition(error) {
 function EndpointRow({ endpoint, onEdit, onTap, onDeleted }) {
   const [summary, setSummary] = useState('…');
   useEffect(() => {
+    if (!endpoint.traffic_policy) {
+      setSummary('(no policy)');
+      return;
+    }
     queuedCheck(endpoint.traffic_policy).then((check) =>
       setSummary(check.status === 'valid' ? summaryText(check.phases) : check.error.message),
     );
@@ -73,9 +77,13 @@ function EndpointRow({ endpoint, onEdit, onTap, onDeleted }) {
     <td>${endpoint.description}</td>
     <td class="summary">${summary}</td>
     <td>
-      <button onClick=${() => onEdit(endpoint)}>Edit</button>
       <button onClick=${() => onTap(endpoint)}>Tap</button>
-      <button onClick=${remove}>Delete</button>
+      ${
+        // An agent endpoint is its agent's: it changes and goes with the agent.
+        endpoint.type === 'cloud' &&
+        html`<button onClick=${() => onEdit(endpoint)}>Edit</button>
+          <button onClick=${remove}>Delete</button>`
+      }
       ${failure && html`<p class="error">${failure}</p>`}
     </td>
   </tr>`;

@@ -1,30 +1,13 @@
-import {
-  compilePolicy,
-  type EndpointProtocol,
-  PolicyError,
-} from '../../../agent-plane/policy/index.ts';
+import type { EndpointProtocol } from '../../../agent-plane/policy/index.ts';
 import { hostnameRefusal } from '../../../agent-plane/sessions/bind-policy.ts';
 import { AppError } from '../../../shared/errors.ts';
 import type { Family, FamilyContext } from '../objects/family.ts';
 import { ENDPOINTS } from './resource.ts';
+import { checkPolicy, validatePolicyRoute } from './validate-policy.ts';
 
 // A cloud endpoint: its URL on a hostname the account holds, or on one of its reserved TCP
 // addresses (one endpoint per hostname or address across the service), and its Traffic Policy,
 // compiled here for the URL's protocol so a bad one is a 400 that says where.
-
-/** The policy compiled, or the 400 naming its phase, rule, action and position. */
-function checkPolicy(text: string, proto: EndpointProtocol): void {
-  try {
-    compilePolicy(text, proto);
-  } catch (err) {
-    if (!(err instanceof PolicyError)) throw err;
-    throw new AppError('ERR_INVALID_FIELD', err.message, {
-      field: 'traffic_policy',
-      reason: err.code,
-      location: err.location,
-    });
-  }
-}
 
 interface EndpointUrl {
   url: string;
@@ -127,4 +110,5 @@ export const ENDPOINTS_FAMILY: Family = {
       },
     };
   },
+  routes: validatePolicyRoute,
 };

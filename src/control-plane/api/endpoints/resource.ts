@@ -1,5 +1,6 @@
 import type { Resource } from '../resource-types.ts';
 import { COMMON, describedBy, str } from '../resources.ts';
+import { VALIDATE_POLICY } from './validate-policy.ts';
 
 /**
  * Endpoints, in ngrok's Endpoint shape: a cloud endpoint is a URL on a hostname the account
@@ -53,4 +54,5 @@ export const ENDPOINTS: Resource = {
       doc: '`public`: reachable from the internet',
     },
   },
+  extraRoutes: [VALIDATE_POLICY],
 };

@@ -93,9 +93,13 @@ describe('the console’s Endpoints page, in chromium', () => {
       reason: 'syntax',
       location: { line: 4, column: 9 },
     });
-    expect((await check({ traffic_policy: POLICY, url: 'x' })).body.error_code).toBe(
+    expect((await check({ traffic_policy: POLICY, proto: 'tcp' })).body.error_code).toBe(
       'ERR_UNKNOWN_FIELD',
     );
+    // The URL's scheme decides the phases: a TCP endpoint's policy has no on_http_request.
+    const forTcp = await check({ traffic_policy: POLICY, url: 'tcp://1.tcp.example.com:20000' });
+    expect(forTcp.status).toBe(400);
+    expect(forTcp.body.details.location).toMatchObject({ phase: 'on_http_request' });
     expect((await ctx.api('GET', '/endpoints')).body.endpoints).toEqual([]);
     const anonymous = await fetch(`${ctx.service.url}/endpoints/validate_policy`, {
       method: 'POST',

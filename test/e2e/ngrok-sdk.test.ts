@@ -173,7 +173,7 @@ describe('ngrok agents through the agent ingress (the real @ngrok/ngrok SDK)', (
     expect(start).toMatchObject({
       os: 'linux',
       arch: 'x86_64',
-      transport: 'ngrok',
+      transport: 'muxado',
       ingress_hostname: DIALLED,
       user_agent: expect.stringContaining('ngrok-rust'),
       error: '',

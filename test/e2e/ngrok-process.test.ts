@@ -14,10 +14,11 @@ import { startEchoServer } from './agents-helpers.ts';
 // The service as a real process, ngrok's SDK as its agent: SIGTERM, a clean exit, a start on the
 // same DATA_DIR and ports, and the SDK reconnects by itself to the same URL. ngrok-rust retries
 // 50 ms and 2.5 s after losing its connection, then 125 s later (docs/decisions.md#ngrok-reconnect):
-// the stop and the start together must fit in those 2.5 s for the test to stay short, so the
-// test says how long they took. The store is PostgreSQL: a start on it fits even on a loaded
-// machine (measured under load 22 on 2 cores: 2.1 s), one on PGlite does not (6.2 s). The SDK
-// dials the service's connect name, trusting the CA the service made in DATA_DIR.
+// the stop and the start together must fit in those 2.5 s for the test to stay short (else it
+// waits for the next retry), so the test says how long they took. What makes the start fit on a
+// loaded machine: PostgreSQL (under load 22 on 2 cores: 1.9-2.1 s; PGlite: 6.2 s) and one
+// worker thread (1.5-2.0 s at load 24). The SDK dials the service's connect name, trusting the CA
+// the service made in DATA_DIR.
 
 const CONNECT = 'connect.agent-ingress.example';
 const INGRESS = 'ngrok-process.example.net';
@@ -65,6 +66,7 @@ describe('an ngrok agent across a SIGTERM and restart of the service process', (
         EDGE_HTTP_PORT: String(edgePort),
         SSH_PORT: 'off',
         EDGE_HTTPS_PORT: 'off',
+        WORKER_THREADS: '1',
       },
     });
     echo = await startEchoServer();
@@ -99,6 +101,9 @@ describe('an ngrok agent across a SIGTERM and restart of the service process', (
     const restartStarted = Date.now();
     service = await service.restart();
     const startMs = Date.now() - restartStarted;
+    // The SDK's retry 2.5 s after the loss (~SIGTERM) finds the service when stop and start fit
+    // in that; a loaded machine's slower start waits for the next one, 125 s later.
+    const retryMissed = stopped.ms + startMs > 2_400;
     let servedAgainMs = 0;
     await expect
       .poll(
@@ -108,9 +113,9 @@ describe('an ngrok agent across a SIGTERM and restart of the service process', (
           return status;
         },
         {
-          timeout: 20_000,
-          interval: 100,
-          message: `not served again: SIGTERM to exit took ${stopped.ms} ms and the start ${startMs} ms, past the SDK's retry 2.5 s after losing its connection (the next is 125 s later)`,
+          timeout: retryMissed ? 140_000 : 20_000,
+          interval: retryMissed ? 1_000 : 100,
+          message: `not served again: SIGTERM to exit took ${stopped.ms} ms and the start ${startMs} ms`,
         },
       )
       .toBe(200);
@@ -124,5 +129,5 @@ describe('an ngrok agent across a SIGTERM and restart of the service process', (
     // A new session (a new connection) for the same tunnel: the SDK's listener id is its old one.
     expect(after.id).not.toBe(before.id);
     expect([listener.id(), listener.url()]).toEqual([tunnelId, `https://${HOST}`]);
-  }, 60_000);
+  }, 200_000);
 });

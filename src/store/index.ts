@@ -14,7 +14,9 @@ export function storeOpening(config: Pick<Config, 'databaseUrl' | 'dataDir'>): s
   if (config.databaseUrl) return 'Connecting to PostgreSQL (DATABASE_URL)…';
   const dir = join(config.dataDir, 'store');
   if (existsSync(join(dir, 'PG_VERSION'))) return `Opening the embedded store under ${dir}…`;
-  const slow = existsSync(templateFile()) ? '' : '; no template for this PGlite, this takes a while';
+  const slow = existsSync(templateFile())
+    ? ''
+    : '; no template for this PGlite, this takes a while';
   return `Creating the embedded store under ${dir} (first start only${slow})…`;
 }
 

@@ -2,27 +2,11 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { ConfigError } from '../config/load.ts';
 import { type OpenPglite, openPgliteFiles, wasmMemoryBytes } from './pglite-files.ts';
+import type { Db, QueryResult } from './queryable.ts';
 import { lockStore } from './store-lock.ts';
 import { openStoreProcess } from './store-process.ts';
 
-/** The rows a query returns, whichever engine ran it. */
-export interface QueryResult<Row> {
-  rows: Row[];
-}
-
-/** What repositories need of a database: a query, and a transaction holding queries. */
-export interface Queryable {
-  query<Row = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<QueryResult<Row>>;
-}
-
-/** The store's connection: PGlite embedded or a PostgreSQL pool behind one interface. */
-export interface Db extends Queryable {
-  readonly kind: 'pglite' | 'postgres';
-  transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T>;
-  close(): Promise<void>;
-  /** Bytes of WebAssembly memory the store holds in this process (PGlite's heap; 0 for PostgreSQL). */
-  wasmMemoryBytes(): number;
-}
+export type { Db, Queryable, QueryResult } from './queryable.ts';
 
 /** SQLSTATE of a unique-constraint violation, the same in PGlite and PostgreSQL. */
 export const UNIQUE_VIOLATION = '23505';

@@ -1,6 +1,6 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { join } from 'node:path';
-import type { Db, Queryable, QueryResult } from './db.ts';
+import type { Db, Queryable, QueryResult } from './queryable.ts';
 import {
   type CrossedError,
   rebuiltError,

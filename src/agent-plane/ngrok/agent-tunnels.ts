@@ -1,7 +1,7 @@
 import type { Caller } from '../../shared/caller.ts';
 import type { LiveSession } from '../sessions/live-session.ts';
 import { recordSessionEvent, STOP_REASONS } from '../sessions/session-events.ts';
-import { type Binding, checkBind } from './bind.ts';
+import { checkBind } from './bind.ts';
 import { agentId, type ConnectionContext, eventDeps, sessionFacts } from './connection-context.ts';
 import { type BindRequest, NGROK_ERRORS, NgrokRefusal } from './messages.ts';
 import { sendStopTunnel } from './stop-tunnel.ts';
@@ -18,6 +18,9 @@ const TOLD_REASONS = new Set<string>([
   STOP_REASONS.credentialDeleted,
   STOP_REASONS.leaseLapsed,
 ]);
+
+/** How many assigned TCP ports a Bind tries when others claim them at the same moment. */
+const ASSIGN_ATTEMPTS = 3;
 
 interface Tunnel {
   id: string;
@@ -40,25 +43,11 @@ export function agentTunnels(ctx: ConnectionContext): AgentTunnels {
   const events = eventDeps(ctx);
 
   async function onBind(request: BindRequest): Promise<object> {
-    const agent = ctx.agent;
-    if (agent === undefined) throw new NgrokRefusal('Auth first: the agent is not authenticated');
+    if (ctx.agent === undefined)
+      throw new NgrokRefusal('Auth first: the agent is not authenticated');
     const id = agentId(request.Id, 'tn');
     if (tunnels.has(id)) throw new NgrokRefusal(`tunnel ${id} is already bound`);
-    const binding = await checkBind(deps.db, deps.config, agent.credential, request).catch(
-      async (error: unknown) => {
-        if (error instanceof NgrokRefusal) await refusedStart(sessionFacts(ctx, ''), error.message);
-        throw error;
-      },
-    );
-    const session = tunnelSession({
-      mux: ctx.mux,
-      tunnelId: id,
-      binding,
-      facts: sessionFacts(ctx, binding.region),
-      maxStreams: deps.config.maxChannelsPerSession,
-      end: endTunnel,
-    });
-    await claim(session, binding);
+    const { binding, session } = await claimedTunnel(id, request);
     const tunnel: Tunnel = { id, session };
     tunnels.set(id, tunnel);
     ofSession.set(session, tunnel);
@@ -81,15 +70,36 @@ export function agentTunnels(ctx: ConnectionContext): AgentTunnels {
     return recordSessionEvent(events, { type: 'start', facts, error: reason });
   }
 
-  /** Records `session` in the registry, or refuses the bind (with its start event). */
-  async function claim(session: LiveSession, binding: Binding): Promise<void> {
-    const taken = await deps.registry.claim(session);
-    if (taken === undefined) return;
-    const code = /MAX_SESSIONS_PER_ACCOUNT/.test(taken)
-      ? NGROK_ERRORS.sessionLimit
-      : NGROK_ERRORS.endpointOnline;
-    await refusedStart(session.facts, taken);
-    throw new NgrokRefusal(`${binding.url}: ${taken}`, code);
+  /** The request's binding, checked, and its session once the registry holds it. */
+  async function claimedTunnel(id: string, request: BindRequest) {
+    for (let attempt = 1; ; attempt++) {
+      const binding = await checkBind(
+        deps.db,
+        deps.config,
+        ctx.agent!.credential,
+        request,
+        ctx.peer.serverName,
+      ).catch(async (error: unknown) => {
+        if (error instanceof NgrokRefusal) await refusedStart(sessionFacts(ctx, ''), error.message);
+        throw error;
+      });
+      const session = tunnelSession({
+        mux: ctx.mux,
+        tunnelId: id,
+        binding,
+        facts: sessionFacts(ctx, binding.region),
+        maxStreams: deps.config.maxChannelsPerSession,
+        end: endTunnel,
+      });
+      const taken = await deps.registry.claim(session);
+      if (taken === undefined) return { binding, session };
+      const full = /MAX_SESSIONS_PER_ACCOUNT/.test(taken);
+      // An assigned port another agent claimed in the meantime: another port, a few times.
+      if (binding.assigned && !full && attempt < ASSIGN_ATTEMPTS) continue;
+      await refusedStart(session.facts, taken);
+      const code = full ? NGROK_ERRORS.sessionLimit : NGROK_ERRORS.endpointOnline;
+      throw new NgrokRefusal(`${binding.url}: ${taken}`, code);
+    }
   }
 
   /** Opens a TCP tunnel's endpoint; a port that cannot be listened on refuses the bind. */

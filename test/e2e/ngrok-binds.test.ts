@@ -1,0 +1,183 @@
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import ngrok from '@ngrok/ngrok';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Service } from '../../src/service.ts';
+import { mapToLoopback } from '../helpers/etc-hosts.ts';
+import { freePort } from '../helpers/free-port.ts';
+import { giveIngressCertificate } from '../helpers/ingress-certificate.ts';
+import { CA_EXTENSIONS, type Issued, OpensslPki } from '../helpers/openssl-pki.ts';
+import {
+  type ApiClient,
+  apiClient,
+  otherAccountClient,
+  startTestService,
+  TEST_BOOTSTRAP_KEY,
+} from '../helpers/service.ts';
+import { pgliteStore, type TestStore } from '../helpers/stores.ts';
+import { startEchoServer } from './agents-helpers.ts';
+
+// ngrok's SDK (@ngrok/ngrok, its Rust core) binding what ngrok-sdk.test.ts does not: TCP
+// endpoints without an address (a port of TCP_ADDR_PORTS held for the session) and an agent
+// listener name only an uploaded certificate covers. The names the SDK dials are mapped to
+// 127.0.0.1 in /etc/hosts (the SDK resolves them itself); curl reaches the endpoints.
+
+const INGRESS = 'ngrok-binds.example.net';
+const DIALLED = `us.${INGRESS}`;
+/** A name of no ingress and no reserved domain: only an uploaded certificate covers it. */
+const UPLOADED_NAME = 'agents.uploaded-name.test';
+const SERVICE_DOMAIN = 'agent-ingress.example';
+
+/** curl of `url` (which names 127.0.0.1 or is --resolve'd): status and body. */
+async function curl(url: string, args: string[] = []) {
+  const { stdout } = await promisify(execFile)('curl', ['-sS', '-i', ...args, url], {
+    encoding: 'utf8',
+    timeout: 20_000,
+  });
+  return {
+    status: Number(stdout.split(' ')[1]),
+    body: stdout.slice(stdout.indexOf('\r\n\r\n') + 4),
+  };
+}
+
+/** The SDK's refusal of `attempt`, or undefined when it succeeded. */
+function refusalOf(attempt: Promise<unknown>) {
+  return attempt.then(
+    () => undefined,
+    (error: Error & { errorCode?: string }) => error,
+  );
+}
+
+describe('ngrok agents: TCP without an address, and names of uploaded certificates', () => {
+  let store: TestStore;
+  let service: Service;
+  let api: ApiClient;
+  let echo: Awaited<ReturnType<typeof startEchoServer>>;
+  let unmap: () => void = () => {};
+  const pki = new OpensslPki();
+  let ca: Issued;
+  let authtoken: string;
+  /** TCP_ADDR_PORTS: three ports, one of them reserved in the test. */
+  let ports: number[];
+
+  const forward = (options: Record<string, unknown>) =>
+    ngrok.forward({
+      addr: echo.port,
+      authtoken,
+      server_addr: `${DIALLED}:${service.agentPort}`,
+      session_ca_cert: ca.cert,
+      force_new_session: true,
+      ...options,
+    });
+
+  beforeAll(async () => {
+    store = await pgliteStore();
+    const first = await freePort();
+    ports = [first, first + 1, first + 2];
+    service = await startTestService(store, {
+      REGIONS: 'us,eu',
+      SERVICE_DOMAIN,
+      TCP_ADDR_PORTS: `${first}-${first + 2}`,
+    });
+    api = apiClient(service.url, TEST_BOOTSTRAP_KEY);
+    const accountId = (await api('GET', '/account')).body.id;
+    echo = await startEchoServer();
+    ca = pki.selfSigned('ca', { subject: '/CN=ngrok binds CA', extensions: CA_EXTENSIONS });
+    expect((await api('POST', '/agent_ingresses', { domain: INGRESS })).status).toBe(201);
+    const names = [INGRESS, DIALLED, `*.${DIALLED}`];
+    await giveIngressCertificate(service, pki, ca, { accountId, domain: INGRESS, names });
+    authtoken = (await api('POST', '/credentials', { description: 'binds' })).body.token;
+    unmap = mapToLoopback([DIALLED, UPLOADED_NAME]);
+  });
+  afterAll(async () => {
+    await Promise.race([ngrok.kill().catch(() => {}), new Promise((r) => setTimeout(r, 5_000))]);
+    unmap();
+    echo?.server.close();
+    await service?.close();
+    await store?.cleanup();
+    pki.close();
+  });
+
+  it('gives a TCP endpoint without an address a free port of TCP_ADDR_PORTS for its session', async () => {
+    const reserved = await api('POST', '/reserved_addrs', {});
+    expect(reserved.status).toBe(201);
+    const reservedPort = Number(reserved.body.addr.split(':')[1]);
+    const first = await forward({ proto: 'tcp' });
+    const second = await forward({ proto: 'tcp' });
+    const portOf = (url: string) => {
+      const match = /^tcp:\/\/us\.tcp\.agent-ingress\.example:(\d+)$/.exec(url);
+      expect(match, url).not.toBeNull();
+      return Number(match![1]);
+    };
+    const given = [portOf(first.url()!), portOf(second.url()!)];
+    expect(given.sort()).toEqual(ports.filter((p) => p !== reservedPort).sort());
+    // Through the edge's TCP listener to the SDK, and on to the local HTTP server.
+    const served = await curl(`http://127.0.0.1:${given[0]}/through-tcp`);
+    expect(served.status).toBe(200);
+    expect(served.body).toContain('/through-tcp');
+    const sessions = (await api('GET', '/tunnel_sessions')).body.tunnel_sessions;
+    expect(sessions.filter((s: any) => s.transport === 'ngrok')).toHaveLength(2);
+
+    // The pool is spent: the reserved port is its owner's, the others are held.
+    const spent = await refusalOf(forward({ proto: 'tcp' }));
+    expect(spent?.message).toMatch(
+      new RegExp(`no TCP address is free in region us: every port of ${ports[0]}-${ports[2]}`),
+    );
+    // A session's end frees its port for the next.
+    const freed = portOf(first.url()!);
+    await first.close();
+    const third = await forward({ proto: 'tcp' });
+    expect(portOf(third.url()!)).toBe(freed);
+    await Promise.all([second.close(), third.close()]);
+  });
+
+  it("presents an uploaded certificate for a name only it covers, to that certificate's account", async () => {
+    const leaf = pki.issue('uploaded', ca, {
+      key: 'ecdsa',
+      subject: '/CN=uploaded name',
+      extensions: [
+        'basicConstraints=critical,CA:FALSE',
+        'extendedKeyUsage=serverAuth',
+        `subjectAltName=DNS:*.uploaded-name.test`,
+      ],
+    });
+    const other = await otherAccountClient(service);
+    const uploaded = await api('POST', '/tls_certificates', {
+      certificate_pem: leaf.cert,
+      private_key_pem: leaf.key,
+    });
+    expect(uploaded.status, JSON.stringify(uploaded.body)).toBe(201);
+    // openssl sees the uploaded leaf for that name on AGENT_PORT.
+    const { stdout } = await promisify(execFile)(
+      'sh',
+      [
+        '-c',
+        `openssl s_client -connect 127.0.0.1:${service.agentPort} -servername ${UPLOADED_NAME} </dev/null 2>/dev/null | openssl x509 -noout -ext subjectAltName`,
+      ],
+      { encoding: 'utf8', timeout: 20_000 },
+    );
+    expect(stdout).toContain('DNS:*.uploaded-name.test');
+
+    const serverAddr = `${UPLOADED_NAME}:${service.agentPort}`;
+    const listener = await forward({ server_addr: serverAddr, domain: `named.${DIALLED}` });
+    expect(listener.url()).toBe(`https://named.${DIALLED}`);
+    const served = await curl(`http://127.0.0.1:${service.edgePort}/via-uploaded`, [
+      '-H',
+      `Host: named.${DIALLED}`,
+    ]);
+    expect(served.status).toBe(200);
+    // The session's start event names the dialled name as its ingress.
+    const started = await service.db.query<{ envelope: any }>(
+      `SELECT envelope FROM audit_outbox WHERE event_type = 'agent_session_start.v0'
+         AND envelope->'object'->>'ingress_hostname' = $1`,
+      [UPLOADED_NAME],
+    );
+    expect(started.rows.map((row) => row.envelope.object.error)).toEqual(['']);
+    await listener.close();
+
+    // The name is the uploading account's: another account's agent is refused there.
+    const token = (await other('POST', '/credentials', {})).body.token;
+    const refused = await refusalOf(forward({ server_addr: serverAddr, authtoken: token }));
+    expect(refused?.errorCode).toBe('ERR_NGROK_127');
+  });
+});

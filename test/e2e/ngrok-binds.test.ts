@@ -1,10 +1,14 @@
 import { execFile } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { createServer as createTlsServer, type Server as TlsServer } from 'node:tls';
 import { promisify } from 'node:util';
 import ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { accountEventsDir } from '../../src/data-plane/sinks/file/layout.ts';
 import type { Service } from '../../src/service.ts';
 import { mapToLoopback } from '../helpers/etc-hosts.ts';
-import { freePort } from '../helpers/free-port.ts';
+import { freePortRange } from '../helpers/free-port.ts';
 import { giveIngressCertificate } from '../helpers/ingress-certificate.ts';
 import { CA_EXTENSIONS, type Issued, OpensslPki } from '../helpers/openssl-pki.ts';
 import {
@@ -15,11 +19,12 @@ import {
   TEST_BOOTSTRAP_KEY,
 } from '../helpers/service.ts';
 import { pgliteStore, type TestStore } from '../helpers/stores.ts';
-import { startEchoServer } from './agents-helpers.ts';
+import { eventually, fileEvents, startEchoServer } from './agents-helpers.ts';
 
 // ngrok's SDK (@ngrok/ngrok, its Rust core) binding what ngrok-sdk.test.ts does not: TCP
-// endpoints without an address (a port of TCP_ADDR_PORTS held for the session) and an agent
-// listener name only an uploaded certificate covers. The names the SDK dials are mapped to
+// endpoints without an address (a port of TCP_ADDR_PORTS held for the session), TLS endpoints
+// (passed through by SNI: the local server's own certificate answers) and an agent listener
+// name only an uploaded certificate covers. The names the SDK dials are mapped to
 // 127.0.0.1 in /etc/hosts (the SDK resolves them itself); curl reaches the endpoints.
 
 const INGRESS = 'ngrok-binds.example.net';
@@ -72,8 +77,8 @@ describe('ngrok agents: TCP without an address, and names of uploaded certificat
 
   beforeAll(async () => {
     store = await pgliteStore();
-    const first = await freePort();
-    ports = [first, first + 1, first + 2];
+    ports = await freePortRange(3);
+    const [first] = ports;
     service = await startTestService(store, {
       REGIONS: 'us,eu',
       SERVICE_DOMAIN,
@@ -129,6 +134,64 @@ describe('ngrok agents: TCP without an address, and names of uploaded certificat
     const third = await forward({ proto: 'tcp' });
     expect(portOf(third.url()!)).toBe(freed);
     await Promise.all([second.close(), third.close()]);
+  });
+
+  it("passes a TLS endpoint's connections through unterminated: the agent's certificate answers", async () => {
+    const name = `tls.${DIALLED}`;
+    const accountId = (await api('GET', '/account')).body.id;
+    const destination = await api('POST', '/event_destinations', {
+      target: { file: { path: 'tls' } },
+    });
+    await api('POST', '/event_subscriptions', {
+      sources: [{ type: 'tcp_connection_closed.v0' }],
+      destination_ids: [destination.body.id],
+    });
+    await service.pipeline.reload();
+    // The local server terminates TLS itself, with a certificate the edge has never seen.
+    const own = pki.issue('agent-own', ca, {
+      key: 'ecdsa',
+      subject: '/CN=the agent own certificate',
+      extensions: ['basicConstraints=critical,CA:FALSE', `subjectAltName=DNS:${name}`],
+    });
+    const local: TlsServer = createTlsServer({ cert: own.cert, key: own.key }, (socket) =>
+      socket.end('HTTP/1.1 200 OK\r\nContent-Length: 12\r\nConnection: close\r\n\r\nfrom the tls'),
+    );
+    await new Promise<void>((resolve) => local.listen(0, '127.0.0.1', resolve));
+    const listener = await forward({
+      proto: 'tls',
+      domain: name,
+      addr: (local.address() as { port: number }).port,
+    });
+    expect(listener.url()).toBe(`tls://${name}`);
+    const port = service.edgeHttpsPort!;
+    const caFile = join(store.env.DATA_DIR, 'test-ca.pem');
+    writeFileSync(caFile, ca.cert);
+    const resolve = ['--resolve', `${name}:${port}:127.0.0.1`, '--cacert', caFile];
+    const served = await curl(`https://${name}:${port}/`, resolve);
+    expect(served.status).toBe(200);
+    expect(served.body).toBe('from the tls');
+    const { stdout } = await promisify(execFile)(
+      'sh',
+      [
+        '-c',
+        `openssl s_client -connect 127.0.0.1:${port} -servername ${name} </dev/null 2>/dev/null | openssl x509 -noout -subject`,
+      ],
+      { encoding: 'utf8', timeout: 20_000 },
+    );
+    expect(stdout).toContain('the agent own certificate');
+    // Plain HTTP for the name finds no HTTP endpoint.
+    const plain = await curl(`http://127.0.0.1:${service.edgePort}/`, ['-H', `Host: ${name}`]);
+    expect(plain.status).toBe(502);
+
+    const dir = join(accountEventsDir(store.env.DATA_DIR, accountId), 'tls');
+    const closed = await eventually(() => {
+      const found = fileEvents(dir);
+      return found.length >= 2 ? found : undefined;
+    }, 'the tcp_connection_closed.v0 events');
+    expect(closed[0].object.conn).toMatchObject({ server_name: name, server_port: port });
+    expect(closed[0].object.conn.bytes_out).toBeGreaterThan(0);
+    await listener.close();
+    local.close();
   });
 
   it("presents an uploaded certificate for a name only it covers, to that certificate's account", async () => {

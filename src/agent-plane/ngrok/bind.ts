@@ -14,11 +14,12 @@ import { type BindRequest, NGROK_ERRORS, NgrokRefusal } from './messages.ts';
 // the credential's acl; a TCP endpoint on one of the account's reserved addresses). The URL is
 // answered as ngrok does. Endpoint options the service does not apply are refused by name, never
 // ignored. TCP without an address gets a port of TCP_ADDR_PORTS for the session (ngrok's random
-// address), in the region of the name the agent dialled.
+// address), in the region of the name the agent dialled. A `tls` endpoint is named as an HTTPS
+// one is, by the same rules; the edge passes its connections through by SNI.
 
 /** A granted bind. */
 export interface Binding {
-  proto: 'http' | 'https' | 'tcp';
+  proto: 'http' | 'https' | 'tcp' | 'tls';
   /** The registry's endpoint: the hostname, or the reserved address `host:port`. */
   endpoint: string;
   url: string;
@@ -112,21 +113,19 @@ export async function checkBind(
       `this server does not apply the endpoint option${unsupported.length > 1 ? 's' : ''} ${unsupported.join(', ')}: remove ${unsupported.length > 1 ? 'them' : 'it'} from the listener`,
     );
   }
-  if (proto === 'http' || proto === 'https') return httpBind(db, config, credential, proto, opts);
-  if (proto === 'tcp') return tcpEndpointBind(db, config, credential, opts, dialled);
-  if (proto === 'tls') {
-    throw new NgrokRefusal(
-      'this server does not serve TLS endpoints yet: bind an HTTPS or TCP one',
-    );
+  if (proto === 'http' || proto === 'https' || proto === 'tls') {
+    return hostnameBind(db, config, credential, proto, opts);
   }
-  throw new NgrokRefusal(`"${proto}" is not an endpoint protocol: use http, https or tcp`);
+  if (proto === 'tcp') return tcpEndpointBind(db, config, credential, opts, dialled);
+  throw new NgrokRefusal(`"${proto}" is not an endpoint protocol: use http, https, tcp or tls`);
 }
 
-async function httpBind(
+/** An endpoint named by its hostname: HTTP(S), or TLS (passed through by SNI). */
+async function hostnameBind(
   db: Queryable,
   config: Config,
   credential: AgentCredential,
-  proto: 'http' | 'https',
+  proto: 'http' | 'https' | 'tls',
   opts: Record<string, unknown>,
 ): Promise<Binding> {
   const hostname = requestedHost(opts);

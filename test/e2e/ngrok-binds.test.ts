@@ -53,7 +53,7 @@ function refusalOf(attempt: Promise<unknown>) {
   );
 }
 
-describe('ngrok agents: TCP without an address, and names of uploaded certificates', () => {
+describe('ngrok agents: TCP without an address, TLS endpoints, and names of uploaded certificates', () => {
   let store: TestStore;
   let service: Service;
   let api: ApiClient;
@@ -62,7 +62,7 @@ describe('ngrok agents: TCP without an address, and names of uploaded certificat
   const pki = new OpensslPki();
   let ca: Issued;
   let authtoken: string;
-  /** TCP_ADDR_PORTS: three ports, one of them reserved in the test. */
+  /** TCP_ADDR_PORTS: eight ports (six of them reserved while the pool is spent). */
   let ports: number[];
 
   const forward = (options: Record<string, unknown>) =>
@@ -77,12 +77,11 @@ describe('ngrok agents: TCP without an address, and names of uploaded certificat
 
   beforeAll(async () => {
     store = await pgliteStore();
-    ports = await freePortRange(3);
-    const [first] = ports;
+    ports = await freePortRange(8);
     service = await startTestService(store, {
       REGIONS: 'us,eu',
       SERVICE_DOMAIN,
-      TCP_ADDR_PORTS: `${first}-${first + 2}`,
+      TCP_ADDR_PORTS: `${ports[0]}-${ports[7]}`,
     });
     api = apiClient(service.url, TEST_BOOTSTRAP_KEY);
     const accountId = (await api('GET', '/account')).body.id;
@@ -104,9 +103,13 @@ describe('ngrok agents: TCP without an address, and names of uploaded certificat
   });
 
   it('gives a TCP endpoint without an address a free port of TCP_ADDR_PORTS for its session', async () => {
-    const reserved = await api('POST', '/reserved_addrs', {});
-    expect(reserved.status).toBe(201);
-    const reservedPort = Number(reserved.body.addr.split(':')[1]);
+    const reserved = [];
+    for (let i = 0; i < 6; i++) {
+      const address = await api('POST', '/reserved_addrs', {});
+      expect(address.status).toBe(201);
+      reserved.push(address.body);
+    }
+    const reservedPorts = reserved.map((address) => Number(address.addr.split(':')[1]));
     const first = await forward({ proto: 'tcp' });
     const second = await forward({ proto: 'tcp' });
     const portOf = (url: string) => {
@@ -115,7 +118,7 @@ describe('ngrok agents: TCP without an address, and names of uploaded certificat
       return Number(match![1]);
     };
     const given = [portOf(first.url()!), portOf(second.url()!)];
-    expect(given.sort()).toEqual(ports.filter((p) => p !== reservedPort).sort());
+    expect(given.sort()).toEqual(ports.filter((p) => !reservedPorts.includes(p)).sort());
     // Through the edge's TCP listener to the SDK, and on to the local HTTP server.
     const served = await curl(`http://127.0.0.1:${given[0]}/through-tcp`);
     expect(served.status).toBe(200);
@@ -123,10 +126,10 @@ describe('ngrok agents: TCP without an address, and names of uploaded certificat
     const sessions = (await api('GET', '/tunnel_sessions')).body.tunnel_sessions;
     expect(sessions.filter((s: any) => s.transport === 'ngrok')).toHaveLength(2);
 
-    // The pool is spent: the reserved port is its owner's, the others are held.
+    // The pool is spent: the reserved ports are their owner's, the others are held.
     const spent = await refusalOf(forward({ proto: 'tcp' }));
     expect(spent?.message).toMatch(
-      new RegExp(`no TCP address is free in region us: every port of ${ports[0]}-${ports[2]}`),
+      new RegExp(`no TCP address is free in region us: every port of ${ports[0]}-${ports[7]}`),
     );
     // A session's end frees its port for the next.
     const freed = portOf(first.url()!);
@@ -134,6 +137,30 @@ describe('ngrok agents: TCP without an address, and names of uploaded certificat
     const third = await forward({ proto: 'tcp' });
     expect(portOf(third.url()!)).toBe(freed);
     await Promise.all([second.close(), third.close()]);
+    for (const address of reserved) await api('DELETE', `/reserved_addrs/${address.id}`);
+  });
+
+  it("gives a reconnecting agent its TCP tunnel's port back (the connection cut by the kernel)", async () => {
+    const listener = await forward({ proto: 'tcp' });
+    const url = listener.url()!;
+    const port = Number(url.split(':').at(-1));
+    expect((await curl(`http://127.0.0.1:${port}/before`)).status).toBe(200);
+    const sessionsBefore = (await api('GET', '/tunnel_sessions')).body.tunnel_sessions;
+    // ss -K aborts the SDK's connection to AGENT_PORT, as a network cut would.
+    await promisify(execFile)('ss', ['-K', 'dport', '=', `:${service.agentPort}`]);
+    await expect
+      .poll(
+        async () => {
+          const ids = (await api('GET', '/tunnel_sessions')).body.tunnel_sessions.map(
+            (s: any) => s.id,
+          );
+          return ids.length === 1 && ids[0] !== sessionsBefore[0].id;
+        },
+        { timeout: 15_000 },
+      )
+      .toBe(true);
+    expect((await curl(`http://127.0.0.1:${port}/after`)).status).toBe(200);
+    await listener.close();
   });
 
   it("passes a TLS endpoint's connections through unterminated: the agent's certificate answers", async () => {
@@ -192,6 +219,11 @@ describe('ngrok agents: TCP without an address, and names of uploaded certificat
     expect(closed[0].object.conn.bytes_out).toBeGreaterThan(0);
     await listener.close();
     local.close();
+    // Termination at the edge with the agent's certificate is not offered: refused by name.
+    const terminated = await refusalOf(
+      forward({ proto: 'tls', domain: name, addr: 1, crt: own.cert, key: own.key }),
+    );
+    expect(terminated?.message).toMatch(/does not apply the endpoint option TLSTermination/);
   });
 
   it("presents an uploaded certificate for a name only it covers, to that certificate's account", async () => {

@@ -73,16 +73,17 @@ export function agentTunnels(ctx: ConnectionContext): AgentTunnels {
   /** The request's binding, checked, and its session once the registry holds it. */
   async function claimedTunnel(id: string, request: BindRequest) {
     for (let attempt = 1; ; attempt++) {
-      const binding = await checkBind(
-        deps.db,
-        deps.config,
-        ctx.agent!.credential,
-        request,
-        ctx.peer.serverName,
-      ).catch(async (error: unknown) => {
-        if (error instanceof NgrokRefusal) await refusedStart(sessionFacts(ctx, ''), error.message);
-        throw error;
-      });
+      const { credential } = ctx.agent!;
+      const lastPort =
+        attempt === 1 ? deps.assignedPorts?.get(credential.accountId, id) : undefined;
+      const hints = { dialled: ctx.peer.serverName, lastPort };
+      const binding = await checkBind(deps.db, deps.config, credential, request, hints).catch(
+        async (error: unknown) => {
+          if (error instanceof NgrokRefusal)
+            await refusedStart(sessionFacts(ctx, ''), error.message);
+          throw error;
+        },
+      );
       const session = tunnelSession({
         mux: ctx.mux,
         tunnelId: id,
@@ -92,7 +93,10 @@ export function agentTunnels(ctx: ConnectionContext): AgentTunnels {
         end: endTunnel,
       });
       const taken = await deps.registry.claim(session);
-      if (taken === undefined) return { binding, session };
+      if (taken === undefined) {
+        if (binding.assigned) deps.assignedPorts?.set(credential.accountId, id, binding.tcp!.port);
+        return { binding, session };
+      }
       const full = /MAX_SESSIONS_PER_ACCOUNT/.test(taken);
       // An assigned port another agent claimed in the meantime: another port, a few times.
       if (binding.assigned && !full && attempt < ASSIGN_ATTEMPTS) continue;

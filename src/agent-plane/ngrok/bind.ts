@@ -102,8 +102,11 @@ export async function checkBind(
   config: Config,
   credential: AgentCredential,
   request: BindRequest,
-  /** The TLS server name the agent dialled: its region is where assigned addresses go. */
-  dialled = '',
+  /**
+   * The TLS server name the agent dialled (its region is where assigned addresses go), and the
+   * port this tunnel was last assigned (a reconnect's, tried first).
+   */
+  hints: { dialled?: string; lastPort?: number } = {},
 ): Promise<Binding> {
   const proto = request.Proto ?? '';
   const opts = request.Opts ?? {};
@@ -116,7 +119,7 @@ export async function checkBind(
   if (proto === 'http' || proto === 'https' || proto === 'tls') {
     return hostnameBind(db, config, credential, proto, opts);
   }
-  if (proto === 'tcp') return tcpEndpointBind(db, config, credential, opts, dialled);
+  if (proto === 'tcp') return tcpEndpointBind(db, config, credential, opts, hints);
   throw new NgrokRefusal(`"${proto}" is not an endpoint protocol: use http, https, tcp or tls`);
 }
 
@@ -146,10 +149,10 @@ async function tcpEndpointBind(
   config: Config,
   credential: AgentCredential,
   opts: Record<string, unknown>,
-  dialled: string,
+  hints: { dialled?: string; lastPort?: number },
 ): Promise<Binding> {
   const addr = typeof opts.Addr === 'string' ? opts.Addr.replace(/^tcp:\/\//, '') : '';
-  if (addr === '') return assignedTcpBind(db, config, credential, dialled);
+  if (addr === '') return assignedTcpBind(db, config, credential, hints);
   const match = /^(.*):(\d{1,5})$/.exec(addr);
   if (match === null) {
     throw new NgrokRefusal(
@@ -174,13 +177,13 @@ async function assignedTcpBind(
   db: Queryable,
   config: Config,
   credential: AgentCredential,
-  dialled: string,
+  { dialled = '', lastPort }: { dialled?: string; lastPort?: number },
 ): Promise<Binding> {
   const label = dialled.split('.')[0].toLowerCase();
   const region = config.regions.includes(label)
     ? label
     : await sessionRegion(db, credential.accountId, dialled, config.regions);
-  const assigned = await assignedTcpAddress(db, config, credential, region);
+  const assigned = await assignedTcpAddress(db, config, credential, region, lastPort);
   if ('refusal' in assigned) throw new NgrokRefusal(assigned.refusal);
   return {
     proto: 'tcp',

@@ -1,6 +1,7 @@
 import { newId } from '../../shared/ids.ts';
 import type { AgentFaceDeps } from '../sessions/agent-face.ts';
 import type { SessionFacts } from '../sessions/session-events.ts';
+import type { AssignedPorts } from './assigned-ports.ts';
 import type { AuthenticatedAgent } from './auth.ts';
 import type { MuxSession } from './muxado/session.ts';
 
@@ -8,8 +9,9 @@ import type { MuxSession } from './muxado/session.ts';
 // agent-connection.ts): its muxado session, where it came from, who authenticated on it, and
 // whether (and why) it has ended.
 
-/** What serving an agent connection needs: what every agent face needs. */
-export type AgentConnectionDeps = AgentFaceDeps;
+/** What serving an agent connection needs: what every agent face needs, and the listener's
+ * memory of assigned TCP ports. */
+export type AgentConnectionDeps = AgentFaceDeps & { assignedPorts?: AssignedPorts };
 
 /** One connection's shared state. */
 export interface ConnectionContext {

@@ -113,7 +113,8 @@ export async function tcpBind(
 
 /**
  * A TCP address for a session that names none (ngrok's random TCP address): a random port of
- * TCP_ADDR_PORTS in `region` that no account reserved and no live session holds; the session's
+ * TCP_ADDR_PORTS in `region` that no account reserved and no live session holds (`preferred`
+ * when it is such a port: a reconnecting tunnel's last one); the session's
  * claim in the registry then holds it across instances until the session ends. The credential's
  * acl must allow the region's host. The address, or why none is given.
  */
@@ -122,15 +123,20 @@ export async function assignedTcpAddress(
   config: { serviceDomain: string; tcpAddrPorts: PortRange },
   credential: AgentCredential,
   region: string,
+  preferred?: number,
 ): Promise<{ host: string; addr: string; port: number } | { refusal: string }> {
   const host = `${region}.tcp.${config.serviceDomain}`;
   if (!aclAllows(credential.acl, host)) {
     return { refusal: `the credential's acl does not allow binding a port of "${host}"` };
   }
   const taken = [...(await takenPorts(db, host)), ...(await heldPorts(db, host))];
-  const port = choosePort(config.tcpAddrPorts, taken, Math.random());
+  const { first, last } = config.tcpAddrPorts;
+  const free = (p: number | undefined) => p !== undefined && p >= first && p <= last;
+  const port =
+    free(preferred) && !taken.includes(preferred!)
+      ? preferred
+      : choosePort(config.tcpAddrPorts, taken, Math.random());
   if (port === undefined) {
-    const { first, last } = config.tcpAddrPorts;
     return {
       refusal: `no TCP address is free in region ${region}: every port of ${first}-${last} (TCP_ADDR_PORTS) is reserved or in use; retry later or bind a reserved address`,
     };

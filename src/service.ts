@@ -174,6 +174,7 @@ async function startPlanes(started: Started): Promise<Service> {
     ipAllowed: ipRestrictions.ipAllowed,
     endpointIp: (accountId, address) => ipRestrictions.ipDecision(accountId, 'endpoints', address),
     sni,
+    keyring,
     relayAuth,
     policies,
   });
@@ -319,6 +320,7 @@ async function startAgents(
     ipAllowed,
     endpointIp,
     sni,
+    keyring,
     relayAuth,
     policies,
   }: {
@@ -327,6 +329,7 @@ async function startAgents(
     ipAllowed: IpAllowed;
     endpointIp: DecideEndpointIp;
     sni: SniCertificates | undefined;
+    keyring: Keyring;
     relayAuth: RelayAuth;
     policies: EndpointPolicies;
   },
@@ -375,6 +378,8 @@ async function startAgents(
             registry: sessions,
             certificates: await agentCertificates({
               sni,
+              db,
+              keyring,
               serviceDomain: config.serviceDomain,
               certFile: config.agentTlsCertFile,
               keyFile: config.agentTlsKeyFile,

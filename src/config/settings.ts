@@ -294,10 +294,10 @@ const SERVICE_SETTINGS = {
   },
   tcpAddrPorts: {
     env: 'TCP_ADDR_PORTS',
-    planes: ['control'],
+    planes: ['control', 'agent'],
     kind: portRange('20000-29999'),
     meaning:
-      'Ports reserved TCP addresses (`<region>.tcp.<SERVICE_DOMAIN>:<port>`) are allocated from, in every region.',
+      'Ports TCP addresses (`<region>.tcp.<SERVICE_DOMAIN>:<port>`) are allocated from, in every region: reserved ones, and those an ngrok agent is given for its session when its TCP endpoint names no address.',
   },
   ipRestrictionCacheTtlMs: {
     env: 'IP_RESTRICTION_CACHE_TTL_MS',

@@ -12,3 +12,12 @@ export async function takenPorts(db: Queryable, host: string): Promise<number[]>
   );
   return result.rows.map((row) => Number(row.unique_key.slice(host.length + 1)));
 }
+
+/** The ports of `host` that live sessions hold (reserved or assigned for a session). */
+export async function heldPorts(db: Queryable, host: string): Promise<number[]> {
+  const result = await db.query<{ endpoint: string }>(
+    `SELECT endpoint FROM agent_sessions WHERE lease_until > now() AND starts_with(endpoint, $1)`,
+    [`${host}:`],
+  );
+  return result.rows.map((row) => Number(row.endpoint.slice(host.length + 1)));
+}

@@ -23,3 +23,14 @@ export async function freePort(): Promise<number> {
   }
   throw new Error('freePort: no free port in 20000-31999');
 }
+
+/** `count` consecutive TCP ports free on 127.0.0.1 right now (a TCP_ADDR_PORTS range). */
+export async function freePortRange(count: number): Promise<number[]> {
+  for (let tries = 0; tries < 100; tries++) {
+    const first = await freePort();
+    const ports = Array.from({ length: count }, (_, i) => first + i);
+    const free = await Promise.all(ports.slice(1).map(canListen));
+    if (first + count - 1 <= 31_999 && free.every(Boolean)) return ports;
+  }
+  throw new Error(`freePortRange: no ${count} consecutive free ports in 20000-31999`);
+}

@@ -19,6 +19,8 @@ import { type RequestSteps, serveRequest } from './serve-request.ts';
 import { serveUpgrade } from './serve-upgrade.ts';
 import type { SniCertificates } from './sni-certificates.ts';
 import { agentStreams } from './stream-pool.ts';
+import { serveRawConnection } from './tcp-endpoint.ts';
+import { type ServePassthrough, withTlsPassthrough } from './tls-passthrough.ts';
 
 // The edge (EDGE_HTTP_PORT, and EDGE_HTTPS_PORT with a certificate chosen by SNI): a request's
 // Host (or its absolute-form target's authority) names the live session that serves it; the
@@ -27,7 +29,8 @@ import { agentStreams } from './stream-pool.ts';
 // fields or a target that is not a path nor an http(s) URL: 400; no session: 502; an agent that
 // does not answer within EDGE_RESPONSE_TIMEOUT_MS: 504, or answers a status HTTP does not have:
 // 502; over HTTPS, a Host other than the TLS server name: 421. A WebSocket (an Upgrade) is one
-// completed request too, reported when its connection closes.
+// completed request too, reported when its connection closes. A TLS endpoint's connections
+// are passed through unterminated on the HTTPS listener (tls-passthrough.ts).
 // This file is the front door and the wiring; the steps are serve-request.ts's.
 
 export interface EdgeDeps {
@@ -154,11 +157,27 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
         ? undefined
         : await listeners.listen(plain, config.edgeHttpPort, 'edge_http');
     const onSecure = (socket: Socket) => connectedAt.set(socket, Date.now());
+    const passthrough: ServePassthrough = (session, socket, serverName) => {
+      upgraded.add(socket);
+      socket.once('close', () => upgraded.delete(socket));
+      const target = { serverName, serverPort: socket.localPort ?? 0 };
+      const endpointIp = deps.endpointIp ?? (async () => 'invalid');
+      serveRawConnection(session, target, socket, { publisher: deps.publisher, endpointIp }).catch(
+        (error: unknown) => {
+          logger.debug({ err: error }, 'edge: TLS passthrough failed');
+          socket.destroy();
+        },
+      );
+    };
     const httpsPort =
       config.edgeHttpsPort === undefined || deps.sni === undefined
         ? undefined
         : await listeners.listen(
-            httpsServer(deps.sni, serverOptions, onSecure, logger),
+            withTlsPassthrough(httpsServer(deps.sni, serverOptions, onSecure, logger), {
+              registry: deps.registry,
+              logger,
+              serve: passthrough,
+            }),
             config.edgeHttpsPort,
             'edge_https',
           );

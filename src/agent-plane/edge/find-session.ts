@@ -50,6 +50,9 @@ export function createSessionFinder(deps: {
           return { missing: `The agent for ${host} cannot be looked up; retry.`, failed: 'relay' };
         }
       }
+      if (session.passthroughTls === true) {
+        return { missing: `${host} is a TLS endpoint: connect with TLS to the edge's TLS port.` };
+      }
       try {
         return { session, ipDecision: await admit(session, peer) };
       } catch (error) {

@@ -50,7 +50,8 @@ export async function openTcpEndpoint(
     if (deps.limit.admit(socket) !== undefined) return void socket.destroy();
     connections.add(socket);
     socket.once('close', () => connections.delete(socket));
-    serve(session, address, socket, deps).catch((error: unknown) => {
+    const target = { serverName: address.host, serverPort: address.port };
+    serveRawConnection(session, target, socket, deps).catch((error: unknown) => {
       deps.logger.debug({ err: error }, 'tcp endpoint connection failed');
       socket.destroy();
     });
@@ -68,11 +69,15 @@ export async function openTcpEndpoint(
   };
 }
 
-async function serve(
+/**
+ * Carries one client connection's bytes to `session` and back, unread (a TCP endpoint's, a TLS
+ * endpoint's passed through), and reports it as a tcp_connection_closed.v0 once it closes.
+ */
+export async function serveRawConnection(
   session: LiveSession,
-  address: { host: string; port: number },
+  target: { serverName: string; serverPort: number },
   socket: Socket,
-  deps: TcpEndpointDeps,
+  deps: Pick<TcpEndpointDeps, 'publisher' | 'endpointIp'>,
 ): Promise<void> {
   const startMs = Date.now();
   const { accountId } = session.facts.credential;
@@ -87,8 +92,7 @@ async function serve(
     accountId,
     clientIp,
     serverIp: socket.localAddress ?? '',
-    serverName: address.host,
-    serverPort: address.port,
+    ...target,
     startMs,
     ipDecision: combinedIpDecision(restriction, x?.decisions.ipPolicy),
     logs: x?.decisions.logs,

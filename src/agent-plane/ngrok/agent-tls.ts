@@ -2,6 +2,9 @@ import { readFile } from 'node:fs/promises';
 import { createSecureContext, type SecureContext } from 'node:tls';
 import { ConfigError } from '../../config/load.ts';
 import type { Logger } from '../../shared/logger.ts';
+import type { Keyring } from '../../shared/secrets.ts';
+import type { Queryable } from '../../store/db.ts';
+import { uploadedCertificateFor } from '../../store/uploaded-certificates.ts';
 import type { SniCertificates } from '../edge/sni-certificates.ts';
 import { connectCertificate } from './connect-files.ts';
 
@@ -9,8 +12,9 @@ import { connectCertificate } from './connect-files.ts';
 // the service's own connect name (`connect.<SERVICE_DOMAIN>`) gets AGENT_TLS_CERT_FILE's (or one
 // made into DATA_DIR on first start, connect-certificate.ts); any
 // other name is looked up as the edge does (sni-certificates.ts: an Agent Ingress's managed
-// certificate for its domain and region domains, a reserved domain's uploaded or automatic one).
-// A name nothing covers fails the handshake.
+// certificate for its domain and region domains, a reserved domain's uploaded or automatic one),
+// then among uploaded certificates (`/tls_certificates`) by their DNS names: the name then
+// belongs to that certificate's account (dialled.ts). A name nothing covers fails the handshake.
 
 export interface AgentCertificates {
   contextFor(serverName: string): Promise<SecureContext | undefined>;
@@ -23,6 +27,8 @@ export function connectName(serviceDomain: string): string {
 
 export async function agentCertificates(deps: {
   sni: SniCertificates;
+  db: Queryable;
+  keyring: Keyring;
   serviceDomain: string;
   certFile: string | undefined;
   keyFile: string | undefined;
@@ -49,11 +55,24 @@ export async function agentCertificates(deps: {
     cert: await readFile(files.certFile),
     key: await readFile(files.keyFile),
   });
+  const uploaded = new Map<string, SecureContext>();
   return {
     async contextFor(serverName) {
       const name = serverName.toLowerCase().replace(/\.$/, '');
       if (name === connect) return own;
-      return deps.sni.contextFor(name);
+      const known = await deps.sni.contextFor(name);
+      if (known !== undefined) return known;
+      const row = await uploadedCertificateFor(deps.db, name);
+      if (row === undefined) return undefined;
+      let context = uploaded.get(row.id);
+      if (context === undefined) {
+        context = createSecureContext({
+          cert: row.certificatePem,
+          key: deps.keyring.open(row.secret),
+        });
+        uploaded.set(row.id, context);
+      }
+      return context;
     },
   };
 }

@@ -1,24 +1,33 @@
 import type { Config } from '../../config/load.ts';
 import type { Queryable } from '../../store/db.ts';
 import type { AgentCredential } from '../sessions/authenticate.ts';
-import { bindRefusal, sessionRegion, tcpBind } from '../sessions/bind-policy.ts';
+import {
+  assignedTcpAddress,
+  bindRefusal,
+  sessionRegion,
+  tcpBind,
+} from '../sessions/bind-policy.ts';
 import { type BindRequest, NGROK_ERRORS, NgrokRefusal } from './messages.ts';
 
 // Bind: which endpoint an ngrok agent asks for, checked by the same rules as an SSH bind
 // (bind-policy.ts: names the account's claims cover and no other account's encloses, allowed by
 // the credential's acl; a TCP endpoint on one of the account's reserved addresses). The URL is
 // answered as ngrok does. Endpoint options the service does not apply are refused by name, never
-// ignored; so are `tls` endpoints and TCP without a reserved address, which it does not serve.
+// ignored. TCP without an address gets a port of TCP_ADDR_PORTS for the session (ngrok's random
+// address), in the region of the name the agent dialled. A `tls` endpoint is named as an HTTPS
+// one is, by the same rules; the edge passes its connections through by SNI.
 
 /** A granted bind. */
 export interface Binding {
-  proto: 'http' | 'https' | 'tcp';
+  proto: 'http' | 'https' | 'tcp' | 'tls';
   /** The registry's endpoint: the hostname, or the reserved address `host:port`. */
   endpoint: string;
   url: string;
   region: string;
   /** For TCP: where the endpoint listens. */
   tcp?: { host: string; port: number };
+  /** For TCP: the port was assigned for the session (no Addr), not a reserved address's. */
+  assigned?: boolean;
 }
 
 /** HTTP endpoint options and the value that means "not used" (anything else is a use). */
@@ -93,6 +102,11 @@ export async function checkBind(
   config: Config,
   credential: AgentCredential,
   request: BindRequest,
+  /**
+   * The TLS server name the agent dialled (its region is where assigned addresses go), and the
+   * port this tunnel was last assigned (a reconnect's, tried first).
+   */
+  hints: { dialled?: string; lastPort?: number } = {},
 ): Promise<Binding> {
   const proto = request.Proto ?? '';
   const opts = request.Opts ?? {};
@@ -102,21 +116,19 @@ export async function checkBind(
       `this server does not apply the endpoint option${unsupported.length > 1 ? 's' : ''} ${unsupported.join(', ')}: remove ${unsupported.length > 1 ? 'them' : 'it'} from the listener`,
     );
   }
-  if (proto === 'http' || proto === 'https') return httpBind(db, config, credential, proto, opts);
-  if (proto === 'tcp') return tcpEndpointBind(db, config, credential, opts);
-  if (proto === 'tls') {
-    throw new NgrokRefusal(
-      'this server does not serve TLS endpoints yet: bind an HTTPS or TCP one',
-    );
+  if (proto === 'http' || proto === 'https' || proto === 'tls') {
+    return hostnameBind(db, config, credential, proto, opts);
   }
-  throw new NgrokRefusal(`"${proto}" is not an endpoint protocol: use http, https or tcp`);
+  if (proto === 'tcp') return tcpEndpointBind(db, config, credential, opts, hints);
+  throw new NgrokRefusal(`"${proto}" is not an endpoint protocol: use http, https, tcp or tls`);
 }
 
-async function httpBind(
+/** An endpoint named by its hostname: HTTP(S), or TLS (passed through by SNI). */
+async function hostnameBind(
   db: Queryable,
   config: Config,
   credential: AgentCredential,
-  proto: 'http' | 'https',
+  proto: 'http' | 'https' | 'tls',
   opts: Record<string, unknown>,
 ): Promise<Binding> {
   const hostname = requestedHost(opts);
@@ -137,12 +149,14 @@ async function tcpEndpointBind(
   config: Config,
   credential: AgentCredential,
   opts: Record<string, unknown>,
+  hints: { dialled?: string; lastPort?: number },
 ): Promise<Binding> {
   const addr = typeof opts.Addr === 'string' ? opts.Addr.replace(/^tcp:\/\//, '') : '';
+  if (addr === '') return assignedTcpBind(db, config, credential, hints);
   const match = /^(.*):(\d{1,5})$/.exec(addr);
   if (match === null) {
     throw new NgrokRefusal(
-      'name a reserved TCP address (forward({ proto: "tcp", remote_addr: "<host>:<port>" })): this server assigns no random ports',
+      `"${addr}" is not a TCP address: name a reserved one as <host>:<port>, or none for a port assigned to the session`,
       NGROK_ERRORS.addressNotReserved,
     );
   }
@@ -155,5 +169,28 @@ async function tcpEndpointBind(
     url: `tcp://${bound.addr}`,
     region,
     tcp: { host: bound.host, port: Number(match[2]) },
+  };
+}
+
+/** TCP without an address: a port of TCP_ADDR_PORTS, held while the session lives. */
+async function assignedTcpBind(
+  db: Queryable,
+  config: Config,
+  credential: AgentCredential,
+  { dialled = '', lastPort }: { dialled?: string; lastPort?: number },
+): Promise<Binding> {
+  const label = dialled.split('.')[0].toLowerCase();
+  const region = config.regions.includes(label)
+    ? label
+    : await sessionRegion(db, credential.accountId, dialled, config.regions);
+  const assigned = await assignedTcpAddress(db, config, credential, region, lastPort);
+  if ('refusal' in assigned) throw new NgrokRefusal(assigned.refusal);
+  return {
+    proto: 'tcp',
+    endpoint: assigned.addr,
+    url: `tcp://${assigned.addr}`,
+    region,
+    tcp: { host: assigned.host, port: assigned.port },
+    assigned: true,
   };
 }

@@ -1,8 +1,10 @@
 import type { Queryable } from '../../store/db.ts';
+import { uploadedCertificateFor } from '../../store/uploaded-certificates.ts';
 
 // Which account's agent ingress an agent dialled: the TLS server name it connected with (the
 // host of its server_addr) is an Agent Ingress's domain or one of its region domains, or a
-// reserved domain; agents of other accounts are refused there (ngrok: "connections using
+// reserved domain, or a name only an uploaded certificate covers (its account's, agent-tls.ts);
+// agents of other accounts are refused there (ngrok: "connections using
 // credentials from other accounts are rejected"). The service's own connect name belongs to no
 // account: any account's agent may use it.
 
@@ -27,5 +29,6 @@ export async function dialledAccount(
        AND unique_key = ANY($1::text[]) LIMIT 1`,
     [[name, `*.${parent(name)}`]],
   );
-  return reserved.rows[0]?.account_id;
+  if (reserved.rows.length > 0) return reserved.rows[0].account_id;
+  return (await uploadedCertificateFor(db, name))?.accountId;
 }

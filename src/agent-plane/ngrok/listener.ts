@@ -8,6 +8,7 @@ import {
   serveAgentConnection,
 } from './agent-connection.ts';
 import type { AgentCertificates } from './agent-tls.ts';
+import { assignedPortMemory } from './assigned-ports.ts';
 
 // The listener ngrok's own agents and SDKs connect to (AGENT_PORT): TLS 1.2 or later, the
 // certificate chosen by the name the agent dialled (agent-tls.ts; a name nothing covers fails the
@@ -34,6 +35,7 @@ export async function startNgrokListener(deps: NgrokListenerDeps): Promise<Ngrok
   const limit = deps.connectionLimits.listener('agent');
   const connections = new Set<AgentConnection>();
   const sockets = new Set<Socket>();
+  const connectionDeps = { ...deps, assignedPorts: assignedPortMemory() };
   const server = createServer({
     minVersion: 'TLSv1.2',
     handshakeTimeout: HANDSHAKE_TIMEOUT_MS,
@@ -55,7 +57,7 @@ export async function startNgrokListener(deps: NgrokListenerDeps): Promise<Ngrok
     socket.setNoDelay(true);
   });
   server.on('secureConnection', (socket: TLSSocket) => {
-    const connection = serveAgentConnection(socket, deps);
+    const connection = serveAgentConnection(socket, connectionDeps);
     connections.add(connection);
     socket.once('close', () => connections.delete(connection));
   });

@@ -1,8 +1,16 @@
 import type { Readable, Writable } from 'node:stream';
+import type { Logger } from '../../shared/logger.ts';
+import { NgrokRefusal, ngrokError } from './messages.ts';
+import type { MuxStream } from './muxado/stream.ts';
 
 // ngrok's RPC over a typed stream: the caller writes one JSON object (and may leave its side
 // open), the callee writes one JSON object back and ends its side. Requests are read until
 // they parse, bounded in bytes and time; an answer is read to the stream's end.
+
+/** The most bytes of one RPC request (a Bind with a traffic policy is the largest). */
+const MAX_REQUEST_BYTES = 256 * 1024;
+/** How long an agent has to send a whole request once its stream is open, ms. */
+const REQUEST_TIMEOUT_MS = 10_000;
 
 /** Reads one JSON object from `stream`: the first prefix that parses, within the bounds. */
 export function readJson(
@@ -60,4 +68,23 @@ export function readJson(
 /** Writes the answer and ends our side of the stream. */
 export function answer(stream: Writable, body: unknown): void {
   stream.end(JSON.stringify(body));
+}
+
+/** Serves one RPC on `stream`: its request, the handler's answer or its refusal, a half-close. */
+export async function serveRpc<T>(
+  stream: MuxStream,
+  handler: (request: T) => Promise<object>,
+  logger: Logger,
+): Promise<void> {
+  const request = (await readJson(stream, {
+    maxBytes: MAX_REQUEST_BYTES,
+    timeoutMs: REQUEST_TIMEOUT_MS,
+  })) as T | null;
+  try {
+    answer(stream, await handler(request ?? ({} as T)));
+  } catch (error) {
+    if (error instanceof NgrokRefusal) return answer(stream, error.answer());
+    logger.error({ err: error }, 'ngrok agent request failed');
+    answer(stream, ngrokError('the server failed to handle the request; retry'));
+  }
 }

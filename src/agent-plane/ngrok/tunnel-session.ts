@@ -12,8 +12,8 @@ import { openTyped } from './muxado/typed.ts';
 // and the client, then the connection's bytes both ways). Ending it is the agent connection's
 // business (agent-connection.ts): `end` is handed in.
 
-/** ngrok's EdgeType of a tunnel's protocol: HTTPS edges for HTTP(S), TCP edges for TCP. */
-const EDGE_TYPES = { http: '3', https: '3', tcp: '1' } as const;
+/** ngrok's EdgeType of a tunnel's protocol: HTTPS edges for HTTP(S), TCP and TLS edges. */
+const EDGE_TYPES = { http: '3', https: '3', tcp: '1', tls: '2' } as const;
 
 /** The bytes that open a Proxy stream for `header`. */
 export function proxyPreamble(header: ProxyHeader): Buffer {
@@ -37,6 +37,7 @@ export function tunnelSession(deps: {
   const session: LiveSession = {
     facts: deps.facts,
     hostname: binding.endpoint,
+    passthroughTls: binding.proto === 'tls',
     async openStream(client): Promise<Duplex> {
       if (open >= deps.maxStreams) {
         const error = new Error('the agent has too many requests open (MAX_CHANNELS_PER_SESSION)');
@@ -55,7 +56,8 @@ export function tunnelSession(deps: {
             : `${client.ip}:${client.port}`,
           Proto: binding.proto,
           EdgeType: EDGE_TYPES[binding.proto],
-          PassthroughTLS: false,
+          // TLS endpoints' bytes reach the agent as the client sent them.
+          PassthroughTLS: binding.proto === 'tls',
         }),
       );
       return stream;

@@ -1,7 +1,10 @@
 import { baseOf, covers, inertClaims, selfAndAncestors } from '../../shared/domains/claims.ts';
 import { type ServiceNamesConfig, serviceNameRefusal } from '../../shared/domains/service-names.ts';
+import type { PortRange } from '../../shared/net/port-choice.ts';
+import { choosePort } from '../../shared/net/port-choice.ts';
 import type { Queryable } from '../../store/db.ts';
 import { claimsAt, claimsUnder } from '../../store/domain-claims.ts';
+import { heldPorts, takenPorts } from '../../store/reserved-addrs.ts';
 import { aclAllows } from './acl.ts';
 import type { AgentCredential } from './authenticate.ts';
 
@@ -106,6 +109,39 @@ export async function tcpBind(
     return { refusal: `the credential's acl does not allow binding "${addr}"` };
   }
   return { host, addr };
+}
+
+/**
+ * A TCP address for a session that names none (ngrok's random TCP address): a random port of
+ * TCP_ADDR_PORTS in `region` that no account reserved and no live session holds (`preferred`
+ * when it is such a port: a reconnecting tunnel's last one); the session's
+ * claim in the registry then holds it across instances until the session ends. The credential's
+ * acl must allow the region's host. The address, or why none is given.
+ */
+export async function assignedTcpAddress(
+  db: Queryable,
+  config: { serviceDomain: string; tcpAddrPorts: PortRange },
+  credential: AgentCredential,
+  region: string,
+  preferred?: number,
+): Promise<{ host: string; addr: string; port: number } | { refusal: string }> {
+  const host = `${region}.tcp.${config.serviceDomain}`;
+  if (!aclAllows(credential.acl, host)) {
+    return { refusal: `the credential's acl does not allow binding a port of "${host}"` };
+  }
+  const taken = [...(await takenPorts(db, host)), ...(await heldPorts(db, host))];
+  const { first, last } = config.tcpAddrPorts;
+  const free = (p: number | undefined) => p !== undefined && p >= first && p <= last;
+  const port =
+    free(preferred) && !taken.includes(preferred!)
+      ? preferred
+      : choosePort(config.tcpAddrPorts, taken, Math.random());
+  if (port === undefined) {
+    return {
+      refusal: `no TCP address is free in region ${region}: every port of ${first}-${last} (TCP_ADDR_PORTS) is reserved or in use; retry later or bind a reserved address`,
+    };
+  }
+  return { host, addr: `${host}:${port}`, port };
 }
 
 /**

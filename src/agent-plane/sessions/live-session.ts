@@ -22,8 +22,10 @@ export interface StreamSource {
 /** One agent's live session serving one endpoint, as the edge and the API see it. */
 export interface LiveSession extends StreamSource {
   facts: SessionFacts;
-  /** The hostname it serves (HTTP), or its reserved address (TCP). */
+  /** The hostname it serves (HTTP, TLS), or its TCP address. */
   hostname: string;
+  /** A TLS endpoint: the edge's TLS listener passes its connections through unterminated. */
+  passthroughTls?: boolean;
   /** Ends the session; the stop event carries `reason`. */
   end(reason: string, principal?: Caller): Promise<void>;
 }

@@ -221,6 +221,8 @@ export function serveAgentConnection(
       facts,
       maxStreams: config.maxChannelsPerSession,
       end: endTunnel,
+      forwardsTo: request.ForwardsTo,
+      unsupported: agent.commandsUnsupported,
     });
     await claim(session, binding);
     const tunnel: Tunnel = { session };

@@ -38,6 +38,7 @@ export const ERROR_CODES = {
     retriable: false,
   },
   ERR_AGENT_COMMAND_FAILED: { status: 502, connect: Code.Unavailable, retriable: false },
+  ERR_AGENT_ENDPOINT_READ_ONLY: { status: 409, connect: Code.FailedPrecondition, retriable: false },
   ERR_NO_FREE_PORT: { status: 409, connect: Code.ResourceExhausted, retriable: false },
   ERR_RATE_LIMITED: { status: 429, connect: Code.ResourceExhausted, retriable: true },
   ERR_BACKPRESSURE: { status: 503, connect: Code.ResourceExhausted, retriable: true },

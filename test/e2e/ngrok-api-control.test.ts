@@ -148,4 +148,104 @@ describe('agents controlled and listed through the API (ngrok SDK, ssh -R, ngrok
     const unknown = await api('POST', `/tunnel_sessions/${id}/update`, { channel: 'beta' });
     expect(unknown.body).toMatchObject({ error_code: 'ERR_UNKNOWN_FIELD' });
   });
+
+  it("lists what the SDK and ssh -R agents serve in ngrok's Tunnel shape, a page at a time", async () => {
+    // A page of one: ngrok's client follows next_page_uri through all three.
+    const tunnels = await client.tunnels.list(undefined, '1');
+    expect(tunnels.map((t) => t.publicUrl).sort()).toEqual(
+      [`http://${OVER_SSH}`, `https://${WITHOUT_HANDLERS}`, `https://${WITH_HANDLERS}`].sort(),
+    );
+    const sdk = tunnels.find((t) => t.publicUrl === `https://${WITH_HANDLERS}`)!;
+    const session = (await api('GET', `/tunnel_sessions/${sdk.tunnelSession.id}`)).body;
+    expect(session).toMatchObject({ transport: 'ngrok' });
+    expect(sdk).toEqual({
+      id: sdk.tunnelSession.id.replace(/^ts_/, 'tn_'),
+      publicUrl: `https://${WITH_HANDLERS}`,
+      startedAt: session.started_at,
+      metadata: '',
+      proto: 'https',
+      region: 'us',
+      tunnelSession: { id: session.id, uri: session.uri },
+      endpoint: {
+        id: sdk.tunnelSession.id.replace(/^ts_/, 'ep_'),
+        uri: `${service.url}/endpoints/${sdk.tunnelSession.id.replace(/^ts_/, 'ep_')}`,
+      },
+      forwardsTo: `http://127.0.0.1:${echo.port}/`,
+    });
+    const overSsh = tunnels.find((t) => t.publicUrl === `http://${OVER_SSH}`)!;
+    expect(overSsh).toMatchObject({ proto: 'http', metadata: OVER_SSH, forwardsTo: '' });
+    expect(await client.tunnels.get(overSsh.id)).toEqual(overSsh);
+    const missing = await api('GET', '/tunnels/tn_01jb00000000000000000000zz');
+    expect(missing.status).toBe(404);
+  });
+
+  it('lists agent endpoints beside cloud ones, and refuses to change an agent endpoint', async () => {
+    const cloud = await api('POST', '/endpoints', {
+      type: 'cloud',
+      url: `https://cloud.us.${INGRESS}`,
+      traffic_policy: 'on_http_request:\n  - actions: [{type: deny}]\n',
+    });
+    expect(cloud.status).toBe(201);
+    const endpoints = await client.endpoints.list(undefined, '2');
+    expect(endpoints.map((e) => `${e.type} ${e.publicUrl}`).sort()).toEqual(
+      [
+        `agent http://${OVER_SSH}`,
+        `agent https://${WITHOUT_HANDLERS}`,
+        `agent https://${WITH_HANDLERS}`,
+        `cloud https://cloud.us.${INGRESS}`,
+      ].sort(),
+    );
+    const tunnel = (await client.tunnels.list()).find((t) => t.publicUrl === `http://${OVER_SSH}`)!;
+    const agent = await api('GET', `/endpoints/${tunnel.endpoint!.id}`);
+    expect(agent.body).toEqual({
+      id: tunnel.endpoint!.id,
+      uri: tunnel.endpoint!.uri,
+      created_at: tunnel.startedAt,
+      updated_at: tunnel.startedAt,
+      description: '',
+      metadata: '',
+      type: 'agent',
+      url: `http://${OVER_SSH}`,
+      traffic_policy: null,
+      public_url: `http://${OVER_SSH}`,
+      proto: 'http',
+      hostport: `${OVER_SSH}:80`,
+      bindings: ['public'],
+      region: 'us',
+      upstream_url: '',
+      tunnel: { id: tunnel.id, uri: `${service.url}/tunnels/${tunnel.id}` },
+      tunnel_session: {
+        id: tunnel.tunnelSession.id,
+        uri: `${service.url}/tunnel_sessions/${tunnel.tunnelSession.id}`,
+      },
+      principal: {
+        id: expect.stringMatching(/^cr_/),
+        uri: expect.stringContaining('/credentials/cr_'),
+      },
+    });
+    // The cloud endpoint keeps its shape: no agent field.
+    expect(Object.keys((await api('GET', `/endpoints/${cloud.body.id}`)).body)).toEqual(
+      Object.keys(cloud.body),
+    );
+    for (const [method, body] of [
+      ['PATCH', { description: 'x' }],
+      ['DELETE', undefined],
+    ] as const) {
+      const refused = await api(method, `/endpoints/${agent.body.id}`, body);
+      expect(refused.status).toBe(409);
+      expect(refused.body).toMatchObject({
+        error_code: 'ERR_AGENT_ENDPOINT_READ_ONLY',
+        details: { tunnel_session: tunnel.tunnelSession.id },
+      });
+    }
+    const made = await api('POST', '/endpoints', {
+      type: 'agent',
+      url: `https://made.us.${INGRESS}`,
+      traffic_policy: 'on_http_request: []\n',
+    });
+    expect(made.body).toMatchObject({
+      error_code: 'ERR_INVALID_FIELD',
+      details: { field: 'type' },
+    });
+  });
 });

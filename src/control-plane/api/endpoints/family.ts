@@ -2,6 +2,7 @@ import { compilePolicy, PolicyError } from '../../../agent-plane/policy/index.ts
 import { hostnameRefusal } from '../../../agent-plane/sessions/bind-policy.ts';
 import { AppError } from '../../../shared/errors.ts';
 import type { Family, FamilyContext } from '../objects/family.ts';
+import { agentRefs, endpointStorage, isAgentEndpoint, readOnly } from './agent-endpoints.ts';
 import { ENDPOINTS } from './resource.ts';
 
 // A cloud endpoint: its URL on a hostname the account holds (one endpoint per hostname across
@@ -58,7 +59,15 @@ async function checkHostname(host: string, ctx: FamilyContext): Promise<void> {
 
 export const ENDPOINTS_FAMILY: Family = {
   resource: ENDPOINTS,
+  storage: endpointStorage,
   async create(body, ctx) {
+    if (body.type === 'agent') {
+      throw new AppError(
+        'ERR_INVALID_FIELD',
+        '"type": agent endpoints are made by agents (an ngrok agent or SDK, ssh -R), not through the API; create a cloud endpoint',
+        { field: 'type' },
+      );
+    }
     const { url, host, proto } = readUrl(body.url as string);
     await checkHostname(host, ctx);
     checkPolicy(body.traffic_policy as string);
@@ -78,7 +87,8 @@ export const ENDPOINTS_FAMILY: Family = {
       unique: { key: host, scope: 'service', field: 'url' },
     };
   },
-  update(_current, body) {
+  update(current, body) {
+    if (isAgentEndpoint(current)) throw readOnly(current, 'updated');
     if (typeof body.traffic_policy === 'string') checkPolicy(body.traffic_policy);
     return {
       fields: {
@@ -87,4 +97,8 @@ export const ENDPOINTS_FAMILY: Family = {
       },
     };
   },
+  beforeDelete(current) {
+    if (isAgentEndpoint(current)) throw readOnly(current, 'deleted');
+  },
+  shown: (objects, { config }) => objects.map((object) => agentRefs(object, config.publicUrl)),
 };

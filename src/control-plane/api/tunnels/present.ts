@@ -1,7 +1,7 @@
 import type { SessionRow } from '../../../store/agent-sessions.ts';
 
 // What agents serve, in ngrok's shapes, made from the session registry's rows (one session, one
-// endpoint): the Tunnel of GET /tunnels and the agent Endpoint of GET /endpoints. Their ids are
+// endpoint): the Tunnel of GET /tunnels here, the agent Endpoint in ../endpoints/. Their ids are
 // the session's with ngrok's prefixes (ts_X is served by tunnel tn_X, endpoint ep_X), so each
 // names the others without a table of its own.
 
@@ -34,33 +34,5 @@ export function presentTunnel(row: SessionRow, base: string) {
     tunnel_session: ref(base, 'tunnel_sessions', row.id),
     endpoint: ref(base, 'endpoints', relatedId(row.id, 'ep')),
     forwards_to: row.forwards_to,
-  };
-}
-
-/** The port a URL's scheme implies, when its endpoint names none. */
-const DEFAULT_PORTS: Record<string, number> = { http: 80, https: 443 };
-
-/** ngrok's Endpoint of `type: "agent"`. */
-export function presentAgentEndpoint(row: SessionRow, base: string) {
-  const url = servedUrl(row);
-  const startedAt = new Date(row.started_at).toISOString();
-  return {
-    id: relatedId(row.id, 'ep'),
-    uri: `${base}/endpoints/${relatedId(row.id, 'ep')}`,
-    type: 'agent',
-    url,
-    public_url: url,
-    proto: row.proto,
-    hostport: row.endpoint.includes(':')
-      ? row.endpoint
-      : `${row.endpoint}:${DEFAULT_PORTS[row.proto] ?? 443}`,
-    region: row.region,
-    bindings: ['public'],
-    upstream_url: row.forwards_to,
-    tunnel: ref(base, 'tunnels', relatedId(row.id, 'tn')),
-    tunnel_session: ref(base, 'tunnel_sessions', row.id),
-    principal: ref(base, row.credential_kind, row.credential_id),
-    created_at: startedAt,
-    updated_at: startedAt,
   };
 }

@@ -42,6 +42,7 @@ export async function sendAgentCommand(
   mux: MuxSession,
   command: AgentCommand,
   declaredUnsupported: string | undefined,
+  timeoutMs = COMMAND_TIMEOUT_MS,
 ): Promise<void> {
   const { type, body } = requestOf(command);
   const stream = openTyped(mux, type);
@@ -49,7 +50,7 @@ export async function sendAgentCommand(
   stream.end(JSON.stringify(body));
   let answer: unknown;
   try {
-    answer = await readJson(stream, { maxBytes: MAX_ANSWER_BYTES, timeoutMs: COMMAND_TIMEOUT_MS });
+    answer = await readJson(stream, { maxBytes: MAX_ANSWER_BYTES, timeoutMs });
   } catch (error) {
     throw new AppError(
       'ERR_AGENT_COMMAND_FAILED',

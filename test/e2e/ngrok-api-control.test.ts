@@ -102,15 +102,20 @@ describe('agents controlled and listed through the API (ngrok SDK, ssh -R, ngrok
     const id = await sessionOf(`https://${WITH_HANDLERS}`);
     // ngrok's client parses the empty 204 as JSON and rejects, as against api.ngrok.com.
     await clientDelete(() => client.tunnelSessions.restart(id));
-    expect(restarts).toHaveLength(1);
+    // The SDK answers once it has queued the handler's call to JavaScript: it runs soon after.
+    await expect.poll(() => restarts, { timeout: 5_000 }).toHaveLength(1);
     const update = await api('POST', `/tunnel_sessions/${id}/update`, {
       version: '3.1.0',
       permit_major_version: true,
     });
     expect(update.status).toBe(204);
-    expect(updates).toEqual([{ version: '3.1.0', permitMajorVersion: true }]);
+    await expect
+      .poll(() => updates, { timeout: 5_000 })
+      .toEqual([{ version: '3.1.0', permitMajorVersion: true }]);
     await clientDelete(() => client.tunnelSessions.update({ id }));
-    expect(updates.at(-1)).toEqual({ version: '', permitMajorVersion: false });
+    await expect
+      .poll(() => updates.at(-1), { timeout: 5_000 })
+      .toEqual({ version: '', permitMajorVersion: false });
   });
 
   it('answers 409 ERR_AGENT_COMMAND_UNSUPPORTED for an SDK agent without handlers', async () => {

@@ -137,7 +137,7 @@ describe('an ngrok agent on one instance, a client through another (PostgreSQL)'
       });
       const id = tunnel.tunnel_session.id;
       expect((await apiB('POST', `/tunnel_sessions/${id}/restart`)).status).toBe(204);
-      expect(restarted).toEqual(['restart']);
+      await expect.poll(() => restarted, { timeout: 5_000 }).toEqual(['restart']);
       // No update handler: A's answer travels back to B as the same error.
       const update = await apiB('POST', `/tunnel_sessions/${id}/update`, {});
       expect(update.status).toBe(409);

@@ -107,8 +107,19 @@ const BENCHES: Bench[] = [
     script: 'edge',
     lines: {
       edge: {
-        measures: 'req/s of `GET /` through an `ssh -R` tunnel and the edge vs direct',
+        measures:
+          "req/s of `GET /` (1 KiB answers) through the edge and an `ssh -R` tunnel to the service vs the same ssh client's remote forward to OpenSSH's own sshd (same local server)",
         goal: 'none set yet',
+      },
+      'edge-ngrok': {
+        measures:
+          "req/s through the edge and ngrok's SDK (@ngrok/ngrok, muxado) vs the same sshd remote forward",
+        goal: 'none set yet',
+      },
+      'edge-sshd': {
+        measures:
+          "req/s through sshd's remote forward (the baseline above) vs the local server direct",
+        goal: 'none: a baseline',
       },
     },
   },

@@ -8,18 +8,23 @@ import { type SshAgent, startSshAgent } from '../test/e2e/agents-helpers.ts';
 import { mapToLoopback } from '../test/helpers/etc-hosts.ts';
 import { freePort } from '../test/helpers/free-port.ts';
 import { apiClient } from '../test/helpers/service.ts';
-import { API_KEY, startBenchService } from './lib/pipeline-setup.ts';
+import { API_KEY, type BenchService, startBenchService } from './lib/pipeline-setup.ts';
 import { printTable, report } from './lib/report.ts';
 import { spreadOf } from './lib/spread.ts';
+import { type SshdForward, startSshdForward } from './lib/sshd-forward.ts';
 import { median } from './lib/stats.ts';
 
-// Requests/s and p99 through the edge and a reverse SSH tunnel (curl-like client → edge → SSH
-// channel → OpenSSH client → local server), and through ngrok's SDK (edge → muxado Proxy stream
-// → @ngrok/ngrok in this process → local server), against the same local server reached
-// directly, in one run. Every tunneled request also becomes an http_request_complete.v0
-// delivered through the 10 subscriptions of bench:pipeline to file destinations. Rounds
-// alternate direct, SSH and ngrok. The SDK dials connect.<SERVICE_DOMAIN> (mapped to 127.0.0.1
-// in /etc/hosts while the bench runs: run it as root) trusting the CA the service made.
+// Requests/s and p99 of one local server (1 KiB answers) reached four ways, in one run, rounds
+// alternating the arms:
+// - direct;
+// - OpenSSH's own sshd remote forward (`ssh -R 127.0.0.1:P:…` to /usr/sbin/sshd): the baseline,
+//   what the service's SSH face does, done by OpenSSH (bench/lib/sshd-forward.ts);
+// - `ssh -R` through the service: edge → SSH channel → the same ssh client → local server;
+// - ngrok's SDK through the service: edge → muxado Proxy stream → @ngrok/ngrok in this process.
+// Every request through the service also becomes an http_request_complete.v0 delivered through
+// the 10 subscriptions of bench:pipeline to file destinations. The SDK dials
+// connect.<SERVICE_DOMAIN> (mapped to 127.0.0.1 in /etc/hosts while the bench runs: run it as
+// root) trusting the CA the service made.
 
 const ROUND_S = Number(process.env.BENCH_DURATION_S ?? 5);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
@@ -29,7 +34,14 @@ const NGROK_HOSTNAME = 'sdk.bench-edge.example.com';
 const CONNECT_NAME = 'connect.agent-ingress.example';
 const BODY = 'x'.repeat(1024);
 
-type Run = { rps: number; p99: number };
+const ARMS = {
+  direct: 'direct to the local server',
+  sshd: "OpenSSH sshd's remote forward (ssh -R), the baseline",
+  ssh: 'edge → ssh -R through the service',
+  ngrok: 'edge → ngrok SDK (muxado) through the service',
+} as const;
+type Arm = keyof typeof ARMS;
+type Run = { rps: number; p99: number; requests: number };
 
 /** CPU time (user + system, ms) a process has used so far; Linux's /proc, 10 ms ticks. */
 function cpuMsOf(pid: number): number {
@@ -37,25 +49,7 @@ function cpuMsOf(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
-/**
- * A tunnel round, with the CPU the service and the ssh client spent per request: on a shared,
- * loaded machine req/s swings with the neighbours, CPU per request much less.
- */
-async function tunnelLoad(port: number, host: string, pids: { service: number; ssh: number }) {
-  const before = { service: cpuMsOf(pids.service), ssh: cpuMsOf(pids.ssh) };
-  const { rps, p99, requests } = await load(port, host);
-  const perRequestUs = (pid: number, atStart: number) =>
-    ((cpuMsOf(pid) - atStart) * 1000) / requests;
-  return {
-    rps,
-    p99,
-    requests,
-    serviceUs: perRequestUs(pids.service, before.service),
-    sshUs: perRequestUs(pids.ssh, before.ssh),
-  };
-}
-
-async function load(port: number, host: string) {
+async function load(port: number, host: string): Promise<Run> {
   const result = await autocannon({
     url: `http://127.0.0.1:${port}/bench`,
     connections: CONNECTIONS,
@@ -72,94 +66,124 @@ async function load(port: number, host: string) {
   };
 }
 
-async function main(): Promise<void> {
-  const local = createServer((_request, response) => response.end(BODY));
-  await new Promise<void>((resolve) => local.listen(0, '127.0.0.1', resolve));
-  const localPort = (local.address() as AddressInfo).port;
+/** Everything the arms need, started: the service, its two agents, sshd and its forward. */
+interface Setup {
+  localPort: number;
+  edgePort: number;
+  service: BenchService;
+  sshAgent: SshAgent;
+  sshd: SshdForward;
+}
+
+/** Starts the arms' servers and agents; `cleanups` gets how to stop each, in start order. */
+async function startArms(localPort: number, cleanups: (() => Promise<unknown>)[]): Promise<Setup> {
   const [sshPort, edgePort, agentPort] = [await freePort(), await freePort(), await freePort()];
   const service = await startBenchService({
     SSH_PORT: String(sshPort),
     EDGE_HTTP_PORT: String(edgePort),
     AGENT_PORT: String(agentPort),
   });
-  const agent = { kill: async () => {} };
+  cleanups.push(() => service.stop());
+  const sshd = await startSshdForward(localPort);
+  cleanups.push(() => sshd.close());
+  const api = apiClient(service.url, API_KEY);
+  await api('POST', '/agent_ingresses', { domain: 'bench-edge.example.com' });
+  const { token } = (await api('POST', '/credentials', {})).body;
+  const sshAgent = startSshAgent({ sshPort }, { user: token, hostname: HOSTNAME, localPort });
+  cleanups.push(() => sshAgent.kill());
+  for (let i = 0; ; i++) {
+    const list = (await api('GET', '/tunnel_sessions')).body.tunnel_sessions;
+    if (list.length > 0) break;
+    if (i > 200) throw new Error(`the ssh agent did not bind:\n${sshAgent.output()}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
   const unmap = mapToLoopback([CONNECT_NAME]);
+  cleanups.push(async () => unmap());
+  cleanups.push(() =>
+    Promise.race([ngrok.kill().catch(() => {}), new Promise((r) => setTimeout(r, 5_000))]),
+  );
+  await ngrok.forward({
+    addr: localPort,
+    authtoken: token,
+    server_addr: `${CONNECT_NAME}:${agentPort}`,
+    session_ca_cert: readFileSync(join(service.dataDir, 'agent-tls', 'ca.pem'), 'utf8'),
+    domain: NGROK_HOSTNAME,
+  });
+  return { localPort, edgePort, service, sshAgent, sshd };
+}
+
+/** ROUNDS rounds of every arm in turn, with the service's CPU per request where it serves. */
+async function measure(setup: Setup) {
+  const runs: Record<Arm, Run[]> = { direct: [], sshd: [], ssh: [], ngrok: [] };
+  const serviceUs: Record<'ssh' | 'ngrok', number[]> = { ssh: [], ngrok: [] };
+  const sshClientUs: number[] = [];
+  const pid = { service: setup.service.pid, ssh: setup.sshAgent.child.pid! };
+  for (let round = 0; round < ROUNDS; round++) {
+    runs.direct.push(await load(setup.localPort, HOSTNAME));
+    runs.sshd.push(await load(setup.sshd.port, HOSTNAME));
+    for (const [arm, host] of [
+      ['ssh', HOSTNAME],
+      ['ngrok', NGROK_HOSTNAME],
+    ] as const) {
+      const before = { service: cpuMsOf(pid.service), ssh: cpuMsOf(pid.ssh) };
+      const run = await load(setup.edgePort, host);
+      runs[arm].push(run);
+      serviceUs[arm].push(((cpuMsOf(pid.service) - before.service) * 1000) / run.requests);
+      if (arm === 'ssh') sshClientUs.push(((cpuMsOf(pid.ssh) - before.ssh) * 1000) / run.requests);
+    }
+  }
+  return { runs, serviceUs, sshClientUs };
+}
+
+function print({ runs, serviceUs, sshClientUs }: Awaited<ReturnType<typeof measure>>): void {
+  const rps = (arm: Arm) => median(runs[arm].map((r) => r.rps));
+  const p99 = (arm: Arm) => median(runs[arm].map((r) => r.p99));
+  /** The per-round ratios of `arm` to `to`: the spread of one run. */
+  const spread = (arm: Arm, to: Arm) => spreadOf(runs[arm].map((r, i) => r.rps / runs[to][i].rps));
+  const line = (bench: string, arm: Arm, to: Arm) => ({
+    bench,
+    value: Math.round(rps(arm)),
+    unit: 'req/s',
+    baseline: Math.round(rps(to)),
+    ratio: spread(arm, to).median,
+    spread: spread(arm, to),
+  });
+  process.stdout.write(
+    `${CONNECTIONS} connections, ${ROUNDS} × ${ROUND_S} s per arm, 1 KiB answers (medians; ratio and spread: per round, to sshd's)\n\n`,
+  );
+  printTable(
+    ['arm', 'req/s', 'ratio to sshd', 'spread (min / median / max)', 'p99 ms'],
+    (Object.keys(ARMS) as Arm[]).map((arm) => {
+      const s = spread(arm, 'sshd');
+      return [
+        ARMS[arm],
+        Math.round(rps(arm)),
+        s.median,
+        `${s.min} / ${s.median} / ${s.max}`,
+        p99(arm),
+      ];
+    }),
+  );
+  process.stdout.write('\n');
+  // Lines for bench:all: each arm through the service against sshd's, and sshd's against direct.
+  process.stdout.write(`${JSON.stringify(line('edge-ngrok', 'ngrok', 'sshd'))}\n`);
+  process.stdout.write(`${JSON.stringify(line('edge-sshd', 'sshd', 'direct'))}\n`);
+  report(line('edge', 'ssh', 'sshd'), [
+    ['service CPU per request, ssh -R arm, µs', Math.round(median(serviceUs.ssh))],
+    ['ssh client CPU per request, ssh -R arm, µs', Math.round(median(sshClientUs))],
+    ['service CPU per request, ngrok SDK arm, µs', Math.round(median(serviceUs.ngrok))],
+  ]);
+}
+
+async function main(): Promise<void> {
+  const local = createServer((_request, response) => response.end(BODY));
+  await new Promise<void>((resolve) => local.listen(0, '127.0.0.1', resolve));
+  const cleanups: (() => Promise<unknown>)[] = [async () => local.close()];
   try {
-    const api = apiClient(service.url, API_KEY);
-    await api('POST', '/agent_ingresses', { domain: 'bench-edge.example.com' });
-    const { token } = (await api('POST', '/credentials', {})).body;
-    Object.assign(
-      agent,
-      startSshAgent({ sshPort }, { user: token, hostname: HOSTNAME, localPort }),
-    );
-    for (let i = 0; ; i++) {
-      const list = (await api('GET', '/tunnel_sessions')).body.tunnel_sessions;
-      if (list.length > 0) break;
-      if (i > 200) throw new Error('the agent did not bind');
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-    await ngrok.forward({
-      addr: localPort,
-      authtoken: token,
-      server_addr: `${CONNECT_NAME}:${agentPort}`,
-      session_ca_cert: readFileSync(join(service.dataDir, 'agent-tls', 'ca.pem'), 'utf8'),
-      domain: NGROK_HOSTNAME,
-    });
-    const pids = { service: service.pid, ssh: (agent as SshAgent).child.pid! };
-    const runs = { direct: [] as Run[], tunnel: [] as Run[], ngrok: [] as Run[] };
-    const cpu = {
-      serviceUs: [] as number[],
-      sshUs: [] as number[],
-      ngrokServiceUs: [] as number[],
-    };
-    for (let round = 0; round < ROUNDS; round++) {
-      runs.direct.push(await load(localPort, HOSTNAME));
-      const tunneled = await tunnelLoad(edgePort, HOSTNAME, pids);
-      runs.tunnel.push(tunneled);
-      cpu.serviceUs.push(tunneled.serviceUs);
-      cpu.sshUs.push(tunneled.sshUs);
-      // The SDK runs in this process: only the service's CPU is its own.
-      const viaSdk = await tunnelLoad(edgePort, NGROK_HOSTNAME, { ...pids, ssh: process.pid });
-      runs.ngrok.push(viaSdk);
-      cpu.ngrokServiceUs.push(viaSdk.serviceUs);
-    }
-    const rps = (which: keyof typeof runs) => median(runs[which].map((r) => r.rps));
-    const p99 = (which: keyof typeof runs) => median(runs[which].map((r) => r.p99));
-    process.stdout.write(
-      `${CONNECTIONS} connections, ${ROUNDS} × ${ROUND_S} s per path, 1 KiB answers (medians)\n\n`,
-    );
-    printTable(
-      ['path', 'req/s', 'p99 ms'],
-      [
-        ['direct to the local server', Math.round(rps('direct')), p99('direct')],
-        ['edge → SSH tunnel → local server', Math.round(rps('tunnel')), p99('tunnel')],
-        ['edge → ngrok SDK (muxado) → local server', Math.round(rps('ngrok')), p99('ngrok')],
-      ],
-    );
-    report(
-      {
-        bench: 'edge',
-        value: Math.round(rps('tunnel')),
-        unit: 'req/s',
-        baseline: Math.round(rps('direct')),
-        ratio: Number((rps('tunnel') / rps('direct')).toFixed(3)),
-        spread: spreadOf(runs.tunnel.map((r, i) => r.rps / runs.direct[i].rps)),
-      },
-      [
-        ['p99 ratio (tunnel / direct)', Number((p99('tunnel') / p99('direct')).toFixed(2))],
-        ['service CPU per tunneled request, µs', Math.round(median(cpu.serviceUs))],
-        ['ssh client CPU per tunneled request, µs', Math.round(median(cpu.sshUs))],
-        ['ngrok SDK req/s (edge → muxado → SDK)', Math.round(rps('ngrok'))],
-        ['ngrok p99 ratio (SDK / direct)', Number((p99('ngrok') / p99('direct')).toFixed(2))],
-        ['service CPU per request through the SDK, µs', Math.round(median(cpu.ngrokServiceUs))],
-      ],
-    );
+    const setup = await startArms((local.address() as AddressInfo).port, cleanups);
+    print(await measure(setup));
   } finally {
-    await Promise.race([ngrok.kill().catch(() => {}), new Promise((r) => setTimeout(r, 5_000))]);
-    unmap();
-    await agent.kill();
-    await service.stop();
-    local.close();
+    for (const cleanup of cleanups.reverse()) await cleanup();
   }
 }
 

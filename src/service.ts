@@ -348,6 +348,7 @@ async function startAgents(
       logger,
       publisher,
       endpointIp,
+      policies,
       limit: connectionLimits.listener('tcp'),
     });
   const listener =

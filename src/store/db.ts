@@ -1,10 +1,9 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import type { PGlite } from '@electric-sql/pglite';
 import { ConfigError } from '../config/load.ts';
-import { restrictTree } from '../shared/files/data-dir.ts';
-import { seedFromTemplate, templateArchive } from './pglite-template.ts';
+import { type OpenPglite, openPgliteFiles, wasmMemoryBytes } from './pglite-files.ts';
 import { lockStore } from './store-lock.ts';
+import { openStoreProcess } from './store-process.ts';
 
 /** The rows a query returns, whichever engine ran it. */
 export interface QueryResult<Row> {
@@ -25,13 +24,6 @@ export interface Db extends Queryable {
   wasmMemoryBytes(): number;
 }
 
-// PGlite's PostgreSQL runs with PostgreSQL's default shared_buffers (128 MB), which live in its
-// WebAssembly memory: 188 MiB of it instead of the 128 MiB the module starts with, filled as
-// pages are read and never given back. The store holds configuration, not events (a few MiB;
-// the OS page cache keeps its files too), so 16 MB of buffers keep the memory at its initial
-// 128 MiB (wal_buffers follows at 1/32). The defaults besides are PGlite's own.
-const PGLITE_SETTINGS = ['shared_buffers=16MB'];
-
 /** SQLSTATE of a unique-constraint violation, the same in PGlite and PostgreSQL. */
 export const UNIQUE_VIOLATION = '23505';
 
@@ -41,62 +33,33 @@ export function isUniqueViolation(error: unknown): boolean {
 }
 
 /**
- * Opens PGlite under `dataDir/store` (or in memory when dataDir is null), holding the store's
- * lock (`dataDir/store.lock`) until close: throws StoreInUseError while another process has it.
- * A new store is unpacked from the PGlite version's template (pglite-template.ts).
+ * Opens PGlite under `dataDir/store` in a process of its own (store-process.ts), holding the
+ * store's lock (`dataDir/store.lock`) until close: throws StoreInUseError while another process
+ * has it. In memory (dataDir null: tests), PGlite runs in this process.
  */
 export async function openPglite(dataDir: string | null): Promise<Db> {
-  // Each engine's library loads only when it is the one configured (a faster start).
-  const { PGlite } = await import('@electric-sql/pglite');
-  const dir = dataDir === null ? undefined : join(dataDir, 'store');
-  if (dir !== undefined) mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const lock = dir === undefined ? undefined : lockStore(`${dir}.lock`, dir);
-  // Store files are 0600 (PGlite ignores the umask for some): after opening, and after closing
-  // for those written meanwhile (inside DATA_DIR and store/, both 0700, until then).
-  const restrict = () => (dir === undefined ? Promise.resolve() : restrictTree(dir));
-  let db: PGlite;
+  if (dataDir === null) return inProcess(await openPgliteFiles(undefined));
+  const dir = join(dataDir, 'store');
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const lock = lockStore(`${dir}.lock`, dir);
   try {
-    const startParams = [
-      ...PGlite.defaultStartParams,
-      ...PGLITE_SETTINGS.flatMap((setting) => ['-c', setting]),
-    ];
-    // A new store starts from the version's pre-initialised cluster instead of initdb: unpacked
-    // into an empty directory, or loaded by PGlite itself in memory.
-    const memoryTemplate = dir === undefined ? templateArchive() : undefined;
-    if (dir !== undefined) seedFromTemplate(dir);
-    // Options in one object: `new PGlite(undefined, options)` ignores them.
-    db = new PGlite({
-      dataDir: dir,
-      startParams,
-      loadDataDir: memoryTemplate && new Blob([memoryTemplate], { type: 'application/x-gzip' }),
-    });
-    await db.waitReady;
-    await restrict();
+    const db = await openStoreProcess(dir);
+    return { ...db, close: () => db.close().finally(() => lock.release()) };
   } catch (error) {
-    lock?.release();
+    lock.release();
     throw error;
   }
+}
+
+function inProcess({ db, close }: OpenPglite): Db {
   return {
     kind: 'pglite',
     query: (sql, params) => db.query(sql, params),
     wasmMemoryBytes: () => wasmMemoryBytes(db),
     transaction: (work) =>
       db.transaction((tx) => work({ query: (sql, params) => tx.query(sql, params) })),
-    async close() {
-      try {
-        await db.close();
-        await restrict();
-      } finally {
-        lock?.release();
-      }
-    },
+    close,
   };
-}
-
-/** The size of PGlite's WebAssembly memory (its Emscripten module's heap view; not typed). */
-function wasmMemoryBytes(db: PGlite): number {
-  const mod = (db as unknown as { mod?: { HEAPU8?: Uint8Array } }).mod;
-  return mod?.HEAPU8?.byteLength ?? 0;
 }
 
 /** Opens a PostgreSQL pool. */

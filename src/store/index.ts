@@ -3,17 +3,21 @@ import { join } from 'node:path';
 import type { Config } from '../config/load.ts';
 import { type Db, openPglite, openPostgres } from './db.ts';
 import { migrate } from './migrate.ts';
+import { templateFile } from './pglite-template.ts';
 
 /**
- * What opening the configured store is about to do, for the person watching a start: creating
- * the embedded store is the slow step of a first start (PostgreSQL's initdb in WebAssembly).
+ * What opening the configured store is about to do, for the person watching a start. Creating
+ * the embedded store is quick from the PGlite version's template; without one, PGlite's initdb
+ * (PostgreSQL's bootstrap in WebAssembly) takes seconds, and the line says so.
  */
 export function storeOpening(config: Pick<Config, 'databaseUrl' | 'dataDir'>): string {
   if (config.databaseUrl) return 'Connecting to PostgreSQL (DATABASE_URL)…';
   const dir = join(config.dataDir, 'store');
-  return existsSync(join(dir, 'PG_VERSION'))
-    ? `Opening the embedded store under ${dir}…`
-    : `Creating the embedded store under ${dir} (first start only; this takes a while)…`;
+  if (existsSync(join(dir, 'PG_VERSION'))) return `Opening the embedded store under ${dir}…`;
+  const slow = existsSync(templateFile())
+    ? ''
+    : '; no template for this PGlite, this takes a while';
+  return `Creating the embedded store under ${dir} (first start only${slow})…`;
 }
 
 /** Opens the configured store and brings its schema up to date. */

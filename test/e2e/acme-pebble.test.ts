@@ -1,15 +1,12 @@
 import { X509Certificate } from 'node:crypto';
-import dnsPacket from 'dns-packet';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startDnsServer } from '../../src/agent-plane/dns/server.ts';
 import { loadConfig } from '../../src/config/load.ts';
 import { queueRenewals } from '../../src/control-plane/certs/renewals.ts';
 import { type CertRunner, createCertRunner } from '../../src/control-plane/certs/runner.ts';
 import type { Service } from '../../src/service.ts';
-import { createConnectionLimits } from '../../src/shared/http/connection-limits.ts';
 import { createLogger } from '../../src/shared/logger.ts';
-import { createMetrics } from '../../src/shared/metrics.ts';
 import { freePort } from '../helpers/free-port.ts';
+import { NAME_SERVERS, startParentZone } from '../helpers/parent-zone.ts';
 import { type Pebble, startPebble } from '../helpers/pebble.ts';
 import { servedFingerprint } from '../helpers/served-certificate.ts';
 import { apiClient, startTestService, TEST_BOOTSTRAP_KEY } from '../helpers/service.ts';
@@ -19,45 +16,6 @@ import { pgliteStore, postgresStore, type TestStore } from '../helpers/stores.ts
 // own authoritative DNS. A test "parent zone" (a DNS server of its own) says which domains are
 // delegated to the service's name servers. The runner's clock is injected to reach renewals and
 // retries without waiting.
-
-const NAME_SERVERS = ['ns1.agent-ingress.example', 'ns2.agent-ingress.example'];
-const silent = createLogger('silent');
-
-/** A parent zone answering NS for the domains delegated in `delegated` (NXDOMAIN otherwise). */
-async function startParentZone(delegated: Map<string, string[]>) {
-  return startDnsServer({
-    host: '127.0.0.1',
-    port: 0,
-    logger: silent,
-    tcp: {
-      limit: createConnectionLimits({
-        maxConnections: 100,
-        listeners: ['dns_tcp'],
-        openFiles: undefined,
-        metrics: createMetrics(),
-        logger: silent,
-      }).listener('dns_tcp'),
-      idleTimeoutMs: 10_000,
-      timeoutMs: 60_000,
-    },
-    async answer(query) {
-      const question = query.questions![0];
-      const servers = delegated.get(question.name.toLowerCase());
-      return {
-        id: query.id,
-        type: 'response',
-        flags: dnsPacket.AUTHORITATIVE_ANSWER | (servers === undefined ? 3 : 0),
-        questions: query.questions,
-        answers: (question.type === 'NS' ? (servers ?? []) : []).map((data) => ({
-          name: question.name,
-          type: 'NS' as const,
-          ttl: 1,
-          data,
-        })),
-      };
-    },
-  });
-}
 
 function policy(private_key_type: 'rsa' | 'ecdsa') {
   return { certificate_management_policy: { authority: 'letsencrypt', private_key_type } };

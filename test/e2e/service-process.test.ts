@@ -78,7 +78,7 @@ describe('the service as a process', () => {
     // The slow steps are said before they begin: a first start is not 15 s of silence.
     const store = join(dataDir, 'store');
     expect(printed.split('\n').slice(0, 2)).toEqual([
-      `Creating the embedded store under ${store} (first start only; this takes a while)…`,
+      `Creating the embedded store under ${store} (first start only)…`,
       'Starting the pipeline (2 worker threads)…',
     ]);
     // The SSH host key's fingerprint, as ssh shows it on first contact and ssh-keygen -l prints it.

@@ -39,7 +39,7 @@ function refusedStart(dataDir: string, env: Record<string, string>) {
 
 /** The start's progress lines (src/service.ts), said before each slow step it begins. */
 const PROGRESS =
-  /^(Connecting to PostgreSQL \(DATABASE_URL\)|Opening the embedded store under \S+|Creating the embedded store under \S+ \(first start only; this takes a while\)|Starting the pipeline \(\d+ worker threads\))…$/;
+  /^(Connecting to PostgreSQL \(DATABASE_URL\)|Opening the embedded store under \S+|Creating the embedded store under \S+ \(first start only(; no template for this PGlite, this takes a while)?\)|Starting the pipeline \(\d+ worker threads\))…$/;
 
 /** One clear line on stderr after the progress of the steps begun, no stack trace. */
 function expectOneLine(stderr: string, ...parts: string[]) {

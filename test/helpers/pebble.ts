@@ -14,6 +14,8 @@ import { freePort } from './free-port.ts';
 export interface Pebble {
   directoryUrl: string;
   caFile: string;
+  /** The root pebble issues under (made at each start): what a client of an issued certificate trusts. */
+  issuingRoot(): Promise<string>;
   log(): string;
   /** Stops it (for "ACME server down"); `start()` brings it back on the same port. */
   stop(): Promise<void>;
@@ -61,6 +63,21 @@ function makeCertificates(dir: string): void {
   ]);
 }
 
+/** GET `url`'s body, trusting `ca`. */
+function fetchText(url: string, ca: Agent): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { agent: ca }, (res) => {
+      let body = '';
+      res.setEncoding('utf8').on('data', (chunk: string) => (body += chunk));
+      res.on('end', () =>
+        res.statusCode === 200 ? resolve(body) : reject(new Error(`${url}: ${res.statusCode}`)),
+      );
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
 function directoryAnswers(url: string, ca: Agent): Promise<boolean> {
   return new Promise((resolve) => {
     const req = request(url, { agent: ca }, (res) => {
@@ -77,10 +94,11 @@ export async function startPebble(dnsPort: number): Promise<Pebble> {
   const dir = mkdtempSync(join(tmpdir(), 'agin-pebble-'));
   makeCertificates(dir);
   const port = await freePort();
+  const managementPort = await freePort();
   const config = {
     pebble: {
       listenAddress: `127.0.0.1:${port}`,
-      managementListenAddress: `127.0.0.1:${await freePort()}`,
+      managementListenAddress: `127.0.0.1:${managementPort}`,
       certificate: join(dir, 'cert.pem'),
       privateKey: join(dir, 'key.pem'),
       httpPort: await freePort(),
@@ -125,6 +143,8 @@ export async function startPebble(dnsPort: number): Promise<Pebble> {
   return {
     directoryUrl,
     caFile: join(dir, 'ca.pem'),
+    // pebble's management interface serves the root of its current chain.
+    issuingRoot: () => fetchText(`https://127.0.0.1:${managementPort}/roots/0`, agent),
     log: () => log,
     stop,
     start,

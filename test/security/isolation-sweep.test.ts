@@ -46,6 +46,15 @@ const BODIES: Record<string, unknown> = {
 
 const DECLARATIONS = Object.fromEntries(DECLARED.map((resource) => [resource.path, resource]));
 
+/** Declared actions on a collection (no object in the path), e.g. POST /endpoints/validate_policy. */
+const COLLECTION_ACTIONS = new Set(
+  DECLARED.flatMap((resource) =>
+    (resource.extraRoutes ?? [])
+      .filter((route) => !route.path.includes('{'))
+      .map((route) => `/${resource.path}${route.path}`),
+  ),
+);
+
 /** The body of a collection POST (create), from the declaration's example. */
 function createBody(
   resource: Resource,
@@ -230,6 +239,17 @@ describe.each(STORES)('account isolation sweep over every REST route on $kind', 
     exercised.add('GET /pipeline/stats');
   });
 
+  it('checks B’s policy for B alone: nothing of A in the answer, nothing saved', async () => {
+    const before = await snapshotA();
+    const checked = await b('POST', '/endpoints/validate_policy', {
+      traffic_policy: DECLARATIONS.endpoints.example({ tag: 'iso', idOf: () => '' }).traffic_policy,
+    });
+    expect(checked.status).toBe(200);
+    expect(JSON.stringify(checked.body)).not.toContain(accountA);
+    expect(await snapshotA()).toEqual(before);
+    exercised.add('POST /endpoints/validate_policy');
+  });
+
   it('never lists A’s live tunnel sessions, tunnels or agent endpoints to B', async () => {
     const sessionA = (idsA as Record<string, string>).tunnel_sessions;
     expect((await a('GET', '/tunnel_sessions')).body.tunnel_sessions[0].id).toBe(sessionA);
@@ -274,7 +294,11 @@ describe.each(STORES)('account isolation sweep over every REST route on $kind', 
     // A subscription of B pointing at A's destination: the destination does not exist for B.
     const topLevel = new Set(TOP_LEVEL_ROUTES.map((route) => route.path));
     const creates = service.routes.filter(
-      (r) => r.method === 'POST' && !r.url.includes(':') && !topLevel.has(r.url),
+      (r) =>
+        r.method === 'POST' &&
+        !r.url.includes(':') &&
+        !topLevel.has(r.url) &&
+        !COLLECTION_ACTIONS.has(r.url),
     );
     expect(creates.map((r) => resourceOf(r.url)).sort()).toEqual(Object.keys(RESOURCES).sort());
     const stolen = createBody('event_subscriptions', 'iso-b', idsA);

@@ -123,7 +123,9 @@ export function writeAnswer(
   const headers: OutgoingHttpHeaders = { ...toNodeHeaders(answer.headers) };
   if (cookies.length > 0) headers['set-cookie'] = cookies;
   headers['content-length'] = body.length;
-  response.writeHead(answer.statusCode, headers);
+  // Set one by one, not through writeHead: the event reads them back (getHeaders).
+  for (const [name, value] of Object.entries(headers)) response.setHeader(name, value!);
+  response.writeHead(answer.statusCode);
   response.end(body);
 }
 

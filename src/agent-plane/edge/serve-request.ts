@@ -73,6 +73,11 @@ function counted(stream: IncomingMessage): { bytes: number } {
   return tally;
 }
 
+/** The body length of a policy's answer (writeAnswer sets Content-Length), none for HEAD. */
+function policyBodyLength(request: IncomingMessage, response: ServerResponse): number {
+  return request.method === 'HEAD' ? 0 : Number(response.getHeader('content-length') ?? 0);
+}
+
 /** Who serves the request: the agent's session, the cloud endpoint's policy, or both. */
 interface Target {
   session: LiveSession | undefined;
@@ -102,7 +107,8 @@ async function forward(
       response: {
         statusCode,
         headers: answered?.headers ?? response.getHeaders(),
-        bodyLength: answered?.bodyBytes ?? 0,
+        // Not the agent's answer: the policy's says its length (the edge's own pages: 0).
+        bodyLength: answered?.bodyBytes ?? policyBodyLength(request, response),
       },
       connectionReused: answered?.reused ?? false,
       ipDecision,

@@ -2,23 +2,34 @@ import { createServer, type Server, type Socket } from 'node:net';
 import type { Config } from '../../config/load.ts';
 import type { ListenerLimit } from '../../shared/http/connection-limits.ts';
 import type { Logger } from '../../shared/logger.ts';
+import {
+  connectionValues,
+  createExchange,
+  type EndpointPolicies,
+  type Exchange,
+  runPhase,
+} from '../policy/index.ts';
 import type { DecideEndpointIp } from '../sessions/ip-allowed.ts';
 import type { LiveSession } from '../sessions/live-session.ts';
 import type { EdgePublisher } from './publisher.ts';
 import { splice } from './splice.ts';
-import { publishConnectionOf } from './traffic-event.ts';
+import { combinedIpDecision, publishConnectionOf } from './traffic-event.ts';
 
 // A TCP endpoint: the port of one of the account's reserved addresses, listened on while the
 // session that bound it lives. Each connection is one stream to the agent, bytes both ways,
 // and a tcp_connection_closed.v0 when it closes. An enforced `endpoints` IP restriction refuses
-// a client by closing its connection (ip_policy.decision `block`), and so does the endpoint's
-// MAX_CONNECTIONS (no event: nothing reached the agent).
+// a client by closing its connection (ip_policy.decision `block`); so does the on_tcp_connect
+// of a cloud endpoint on the address (`tcp://host:port`, the same account's), which runs
+// before the agent is dialled; so does the endpoint's MAX_CONNECTIONS (no event: nothing
+// reached the agent).
 
 export interface TcpEndpointDeps {
   config: Config;
   logger: Logger;
   publisher: EdgePublisher;
   endpointIp: DecideEndpointIp;
+  /** The cloud endpoints whose on_tcp_connect runs on their address; absent: none. */
+  policies?: EndpointPolicies;
   /** This endpoint's own MAX_CONNECTIONS. */
   limit: ListenerLimit;
 }
@@ -66,6 +77,12 @@ async function serve(
   const startMs = Date.now();
   const { accountId } = session.facts.credential;
   const clientIp = socket.remoteAddress ?? '';
+  socket.pause();
+  const restriction = await deps.endpointIp(accountId, clientIp);
+  const x =
+    restriction === 'block'
+      ? undefined
+      : await connectPhase(session, address, socket, startMs, deps);
   const closed = {
     accountId,
     clientIp,
@@ -73,16 +90,16 @@ async function serve(
     serverName: address.host,
     serverPort: address.port,
     startMs,
+    ipDecision: combinedIpDecision(restriction, x?.decisions.ipPolicy),
+    logs: x?.decisions.logs,
   };
-  const report = (ipDecision: string, bytesIn: number, bytesOut: number) =>
+  const report = (bytesIn: number, bytesOut: number) =>
     deps.publisher.publish(
-      publishConnectionOf({ ...closed, bytesIn, bytesOut, endMs: Date.now(), ipDecision }),
+      publishConnectionOf({ ...closed, bytesIn, bytesOut, endMs: Date.now() }),
     );
-  socket.pause();
-  const ipDecision = await deps.endpointIp(accountId, clientIp);
-  if (ipDecision === 'block') {
+  if (restriction === 'block' || x?.close === true) {
     socket.destroy();
-    report(ipDecision, 0, 0);
+    report(0, 0);
     return;
   }
   const stream = await session.openStream({ ip: clientIp, port: socket.remotePort ?? 0 });
@@ -94,6 +111,42 @@ async function serve(
   stream.on('data', (chunk: Buffer) => {
     bytesOut += chunk.length;
   });
-  splice(socket, stream, () => report(ipDecision, bytesIn, bytesOut));
+  splice(socket, stream, () => report(bytesIn, bytesOut));
   socket.resume();
+}
+
+/**
+ * Runs the on_tcp_connect of the cloud endpoint on this address, when there is one of the
+ * session's account: the exchange says what it decided (close, ip_policy, logs).
+ */
+async function connectPhase(
+  session: LiveSession,
+  address: { host: string; port: number },
+  socket: Socket,
+  startMs: number,
+  deps: TcpEndpointDeps,
+): Promise<Exchange | undefined> {
+  const { accountId } = session.facts.credential;
+  const addr = `${address.host}:${address.port}`;
+  // A failed look-up closes the connection: a policy that may block never fails open.
+  const endpoint = await deps.policies?.forHost(addr).catch((error: unknown) => {
+    deps.logger.error({ err: error, addr }, 'edge: endpoint policy look-up failed');
+    throw error;
+  });
+  if (endpoint === undefined || endpoint.accountId !== accountId) return undefined;
+  const x = createExchange({
+    accountId,
+    endpointId: endpoint.id,
+    services: deps.policies!.services,
+    values: connectionValues({
+      clientIp: socket.remoteAddress ?? '',
+      clientPort: socket.remotePort ?? 0,
+      serverIp: socket.localAddress ?? '',
+      serverPort: address.port,
+      startMs,
+      endpoint: { id: endpoint.id, url: endpoint.url, protocol: 'tcp' },
+    }),
+  });
+  await runPhase(endpoint.policy, 'on_tcp_connect', x);
+  return x;
 }

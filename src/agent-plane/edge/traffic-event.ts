@@ -161,6 +161,8 @@ export interface ClosedConnection {
   startMs: number;
   endMs: number;
   ipDecision: string;
+  /** traffic_policy.logs of the endpoint's on_tcp_connect; absent: no policy ran. */
+  logs?: Record<string, unknown>[];
 }
 
 /** One event of the edge as the PublishRequest an edge proxy would post. */
@@ -194,6 +196,7 @@ function tcpMessage(closed: ClosedConnection) {
       startTs: timestampFromMs(closed.startMs),
     },
     ipPolicy: { decision: closed.ipDecision },
+    ...(closed.logs === undefined ? {} : { trafficPolicy: { logs: closed.logs as JsonObject[] } }),
   });
 }
 

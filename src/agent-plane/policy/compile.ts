@@ -6,6 +6,7 @@ import { ACTIONS } from './actions/index.ts';
 import { type ActionSpec, PHASES, type Phase, parsePolicy, type RuleSpec } from './document.ts';
 import { compilePolicyExpression, compileTemplate } from './interpolate.ts';
 import { PolicyError, type PolicyLocation } from './policy-error.ts';
+import type { PolicyScope } from './variables.ts';
 
 // A policy document compiled once per version: every expression type-checked and compiled (to
 // generated JS where it can be), every action's config checked against its schema and turned
@@ -73,47 +74,81 @@ function describeAjv(e: ErrorObject): { field: string; what: string } {
   }
 }
 
-/** Compiles a document, or throws PolicyError naming the phase, rule, action and position. */
-export function compilePolicy(text: string): CompiledPolicy {
+/** What an endpoint speaks; its phases and variables follow from it. */
+export type EndpointProtocol = 'http' | 'https' | 'tcp';
+
+/** ngrok's phases per protocol: a TCP endpoint has no HTTP request, so only on_tcp_connect. */
+const PROTOCOL_PHASES: Readonly<Record<EndpointProtocol, readonly Phase[]>> = {
+  http: PHASES,
+  https: PHASES,
+  tcp: ['on_tcp_connect'],
+};
+
+/**
+ * Compiles a document for an endpoint of `protocol`, or throws PolicyError naming the phase,
+ * rule, action and position.
+ */
+export function compilePolicy(text: string, protocol: EndpointProtocol = 'https'): CompiledPolicy {
   const parsed = parsePolicy(text);
+  const allowed = PROTOCOL_PHASES[protocol];
+  for (const phase of PHASES) {
+    if (parsed.phases[phase] !== undefined && !allowed.includes(phase)) {
+      throw new PolicyError(
+        'unsupported_phase',
+        `a ${protocol} endpoint runs ${allowed.join(', ')} only; ${phase} is for http and https endpoints`,
+        { phase, line: parsed.lineOf([phase]) },
+      );
+    }
+  }
+  const scope: PolicyScope = protocol === 'tcp' ? 'tcp' : 'http';
   const types = new Set<string>();
   const phases = {} as Record<Phase, CompiledRule[]>;
   for (const phase of PHASES) {
     phases[phase] = (parsed.phases[phase] ?? []).map((rule, index) =>
-      compileRule(phase, rule, index, parsed.lineOf, types),
+      compileRule({ phase, scope, lineOf: parsed.lineOf, types }, rule, index),
     );
   }
   return Object.freeze({ text, phases, types });
 }
 
-function compileRule(
-  phase: Phase,
-  rule: RuleSpec,
-  index: number,
-  lineOf: (path: readonly (string | number)[]) => number | undefined,
-  types: Set<string>,
-): CompiledRule {
+/** What every rule of one phase is compiled with. */
+interface PhaseContext {
+  phase: Phase;
+  scope: PolicyScope;
+  lineOf: (path: readonly (string | number)[]) => number | undefined;
+  /** The action types seen so far. */
+  types: Set<string>;
+}
+
+function compileRule(at: PhaseContext, rule: RuleSpec, index: number): CompiledRule {
+  const { phase, scope, lineOf } = at;
   const ruleAt = { phase, rule: { index, name: rule.name } };
   const expressions = rule.expressions.map((e, i) =>
-    compilePolicyExpression(e, 'bool', {
-      ...ruleAt,
-      field: `expressions[${i}]`,
-      line: lineOf([phase, index, 'expressions', i]),
-    }),
+    compilePolicyExpression(
+      e,
+      'bool',
+      { ...ruleAt, field: `expressions[${i}]`, line: lineOf([phase, index, 'expressions', i]) },
+      { scope },
+    ),
   );
   const actions = rule.actions.map((action, i) => {
-    types.add(action.type);
+    at.types.add(action.type);
     const where: PolicyLocation = {
       ...ruleAt,
       action: { index: i, type: action.type },
       line: lineOf([phase, index, 'actions', i]),
     };
-    return { type: action.type, index: i, run: compileAction(phase, action, where) };
+    return { type: action.type, index: i, run: compileAction(phase, scope, action, where) };
   });
   return Object.freeze({ index, name: rule.name, expressions, actions });
 }
 
-function compileAction(phase: Phase, action: ActionSpec, where: PolicyLocation): ActionRun {
+function compileAction(
+  phase: Phase,
+  scope: PolicyScope,
+  action: ActionSpec,
+  where: PolicyLocation,
+): ActionRun {
   const definition = ACTIONS.get(action.type);
   if (definition === undefined) {
     throw new PolicyError(
@@ -140,9 +175,9 @@ function compileAction(phase: Phase, action: ActionSpec, where: PolicyLocation):
   }
   const ctx: CompileContext = {
     phase,
-    template: (text, field) => compileTemplate(text, { ...where, field: `config.${field}` }),
+    template: (text, field) => compileTemplate(text, { ...where, field: `config.${field}` }, scope),
     expression: (text, field) =>
-      compilePolicyExpression(text, 'any', { ...where, field: `config.${field}` }),
+      compilePolicyExpression(text, 'any', { ...where, field: `config.${field}` }, { scope }),
     fail: (field, message) => {
       throw new PolicyError('invalid_config', message, { ...where, field: `config.${field}` });
     },

@@ -50,10 +50,7 @@ export function parsePolicy(text: string): ParsedPolicy {
   const first = doc.errors[0];
   if (first !== undefined) {
     const { line, col } = lineCounter.linePos(first.pos[0]);
-    throw new PolicyError(
-      'syntax',
-      `${first.message.split('\n')[0]} (line ${line}, column ${col})`,
-    );
+    throw new PolicyError('syntax', first.message.split('\n')[0], { line, column: col });
   }
   // Aliases are refused: a few of them expand into a document of any size.
   let value: unknown;

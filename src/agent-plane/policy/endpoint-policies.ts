@@ -1,9 +1,10 @@
 import { objectsOfKind } from '../../store/account-objects.ts';
 import type { Queryable } from '../../store/db.ts';
-import { type CompiledPolicy, compilePolicy } from './compile.ts';
+import { type CompiledPolicy, compilePolicy, type EndpointProtocol } from './compile.ts';
 import type { PolicyServices } from './exchange.ts';
 
-// The cloud endpoints the edge runs policies for, found by hostname: read from the store once per
+// The cloud endpoints the edge runs policies for, found by hostname (a TCP endpoint by its
+// reserved address, `host:port`): read from the store once per
 // name and kept for `ttlMs` (other instances' changes), forgotten at once when this instance
 // commits a change (onCommit, as routing and certificates are). A policy is compiled once per
 // text: a request never touches the store nor compiles anything.
@@ -13,12 +14,12 @@ export interface EndpointPolicy {
   id: string;
   accountId: string;
   url: string;
-  proto: 'http' | 'https';
+  proto: EndpointProtocol;
   policy: CompiledPolicy;
 }
 
 export interface EndpointPolicies {
-  /** The endpoint on `host`, or undefined when none is. */
+  /** The endpoint on `host` (or TCP address `host:port`), or undefined when none is. */
   forHost(host: string): Promise<EndpointPolicy | undefined>;
   /** Forgets every entry: an endpoint or an IP policy changed. */
   invalidate(): void;
@@ -44,12 +45,14 @@ export function createEndpointPolicies(deps: {
   const compiled = new Map<string, CompiledPolicy>();
   const rules = new Map<string, { at: number; value: Promise<Map<string, RuleRow[]>> }>();
 
-  function compiledOf(text: string): CompiledPolicy {
-    let policy = compiled.get(text);
+  function compiledOf(text: string, proto: EndpointProtocol): CompiledPolicy {
+    const key = `${proto}:${text}`;
+    let policy = compiled.get(key);
     if (policy === undefined) {
-      policy = compilePolicy(text); // accepted when stored: this cannot throw but for a bug
+      // accepted when stored: this cannot throw but for a bug
+      policy = compilePolicy(text, proto);
       if (compiled.size >= MAX_POLICIES) compiled.clear();
-      compiled.set(text, policy);
+      compiled.set(key, policy);
     }
     return policy;
   }
@@ -65,12 +68,13 @@ export function createEndpointPolicies(deps: {
     );
     const row = result.rows[0];
     if (row === undefined) return undefined;
+    const proto = row.fields.proto as EndpointProtocol;
     return {
       id: row.id,
       accountId: row.account_id,
       url: row.fields.url as string,
-      proto: row.fields.proto as 'http' | 'https',
-      policy: compiledOf(row.fields.traffic_policy as string),
+      proto,
+      policy: compiledOf(row.fields.traffic_policy as string, proto),
     };
   }
 

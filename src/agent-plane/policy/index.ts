@@ -2,7 +2,7 @@
 // connection and request. docs/traffic-policy.md says what is supported.
 
 export { ACTIONS } from './actions/index.ts';
-export { type CompiledPolicy, compilePolicy } from './compile.ts';
+export { type CompiledPolicy, compilePolicy, type EndpointProtocol } from './compile.ts';
 export { PHASES, type Phase, POLICY_LIMITS } from './document.ts';
 export {
   createEndpointPolicies,

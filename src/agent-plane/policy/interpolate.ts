@@ -5,7 +5,7 @@ import {
 } from '../../data-plane/filter/index.ts';
 import { fromCel, withValues } from './macros.ts';
 import { PolicyError, type PolicyLocation } from './policy-error.ts';
-import { policyEnvironment } from './variables.ts';
+import { type PolicyScope, policyEnvironment, unavailableMember } from './variables.ts';
 
 // `${expression}` in an action's config strings (ngrok's CEL interpolation): each expression is
 // compiled with the policy, the rest of the string kept as written. A value renders as text:
@@ -23,6 +23,13 @@ type Part = string | CompiledExpression;
 
 /** Where a template's error is reported (its action's location plus the field). */
 export type TemplateWhere = PolicyLocation;
+
+/** Where an expression sits: the text it is part of, its offset there, the traffic it reads. */
+export interface ExpressionAt {
+  text?: string;
+  offset?: number;
+  scope?: PolicyScope;
+}
 
 function lineColumn(text: string, offset: number) {
   const before = text.slice(0, offset).split('\n');
@@ -53,17 +60,20 @@ export function compilePolicyExpression(
   expression: string,
   expect: 'bool' | 'any',
   where: PolicyLocation,
-  text = expression,
-  offset = 0,
+  { text = expression, offset = 0, scope = 'http' }: ExpressionAt = {},
 ): CompiledExpression {
   try {
-    return compileExpression(policyEnvironment(), expression, { expect });
+    return compileExpression(policyEnvironment(scope), expression, { expect });
   } catch (err) {
     if (!(err instanceof FilterError)) throw err;
     const at = offset + (err.position?.offset ?? 0);
-    const what = err.message
-      .replace(/^traffic_policy: /, '')
-      .replace(/ at (line \d+, )?column \d+/, '');
+    // `conn.client_ip.categories` fails as "cannot index type 'string'": say why instead.
+    const member = /Cannot index type 'string'/.test(err.message)
+      ? unavailableMember(expression)
+      : undefined;
+    const what =
+      member ??
+      err.message.replace(/^traffic_policy: /, '').replace(/ at (line \d+, )?column \d+/, '');
     throw new PolicyError('invalid_expression', what, {
       ...where,
       position: lineColumn(text, at),
@@ -72,7 +82,11 @@ export function compilePolicyExpression(
 }
 
 /** Compiles a config string's `${…}` parts; throws PolicyError at the first bad one. */
-export function compileTemplate(text: string, where: TemplateWhere): Template {
+export function compileTemplate(
+  text: string,
+  where: TemplateWhere,
+  scope: PolicyScope = 'http',
+): Template {
   const parts: Part[] = [];
   let i = 0;
   while (i < text.length) {
@@ -90,7 +104,10 @@ export function compileTemplate(text: string, where: TemplateWhere): Template {
         position: lineColumn(text, start),
       });
     }
-    parts.push(compilePolicyExpression(text.slice(start + 2, end), 'any', where, text, start + 2));
+    const expression = text.slice(start + 2, end);
+    parts.push(
+      compilePolicyExpression(expression, 'any', where, { text, offset: start + 2, scope }),
+    );
     i = end + 1;
   }
   if (parts.every((p) => typeof p === 'string')) {

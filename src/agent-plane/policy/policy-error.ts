@@ -16,6 +16,8 @@ export interface PolicyLocation {
   position?: { line: number; column: number };
   /** 1-based line of the document where the part starts. */
   line?: number;
+  /** 1-based column of the document, when the document itself is wrong (a syntax error). */
+  column?: number;
 }
 
 /** Stable reasons, for the API's details and tests. */
@@ -57,6 +59,9 @@ function describe(where: PolicyLocation): string {
   if (where.position !== undefined) {
     parts.push(`at line ${where.position.line}, column ${where.position.column}`);
   }
-  if (where.line !== undefined) parts.push(`(document line ${where.line})`);
+  if (where.line !== undefined) {
+    const column = where.column === undefined ? '' : `, column ${where.column}`;
+    parts.push(`(document line ${where.line}${column})`);
+  }
   return parts.length === 0 ? '' : `${parts.join(' ')}: `;
 }

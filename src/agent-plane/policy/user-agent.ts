@@ -20,6 +20,9 @@ const SYSTEMS: readonly [string, RegExp][] = [
 ];
 
 const BOT = /bot|crawl|spider|slurp|facebookexternalhit|headless/i;
+/** iPads, Android devices that do not say Mobile, and anything that says Tablet. */
+const TABLET = /iPad|Tablet|Android(?!.*Mobi)/;
+const MOBILE = /Mobi|Android|iPhone/;
 
 /** The `req.user_agent` group of a User-Agent value. */
 export function userAgentValues(ua: string) {
@@ -34,12 +37,18 @@ export function userAgentValues(ua: string) {
     }
   }
   const os = SYSTEMS.find(([, re]) => re.test(ua))?.[0] ?? '';
+  const isBot = BOT.test(ua);
+  const isTablet = TABLET.test(ua);
+  const isMobile = !isTablet && MOBILE.test(ua);
   return {
     _string: ua,
     name,
     version,
     os,
-    is_bot: BOT.test(ua),
-    is_mobile: /Mobi|Android|iPhone/.test(ua),
+    is_bot: isBot,
+    is_mobile: isMobile,
+    is_tablet: isTablet,
+    // A browser on a desktop system: neither a phone, a tablet nor a bot.
+    is_desktop: !isBot && !isMobile && !isTablet && ['Windows', 'macOS', 'Linux'].includes(os),
   };
 }

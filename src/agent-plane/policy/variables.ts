@@ -53,6 +53,8 @@ const LEAVES: Record<string, VariableKind> = {
   'req.user_agent.os': 'string',
   'req.user_agent.is_bot': 'bool',
   'req.user_agent.is_mobile': 'bool',
+  'req.user_agent.is_tablet': 'bool',
+  'req.user_agent.is_desktop': 'bool',
   'req.version': 'string',
   'res.content_encoding': 'string_list',
   'res.content_length': 'int64',
@@ -89,7 +91,32 @@ const UNAVAILABLE: Readonly<Record<string, string>> = {
   'req.body': 'the edge streams bodies and does not buffer them',
   'res.body': 'the edge streams bodies and does not buffer them',
   'conn.tls.client': 'the edge does not ask for client certificates',
+  'conn.client_ip.geo': 'this service has no GeoIP database',
+  'conn.client_ip.as': 'this service has no AS (network owner) data',
+  'req.user_agent.os_version': 'the User-Agent is read for its browser, OS and device class only',
+  'req.user_agent.device': 'the User-Agent is read for its browser, OS and device class only',
+  'req.user_agent.url': 'the User-Agent is read for its browser, OS and device class only',
 };
+
+/** ngrok's macro namespaces this service does not provide (CEL sees them as unknown names). */
+const MACRO_NAMESPACES: Readonly<Record<string, string>> = {
+  rand: 'a policy decides the same way for the same request',
+  secrets: 'there are no secret vaults: write the value into the policy',
+};
+
+/**
+ * The first reference in `expression` to a part of a string variable that ngrok has and this
+ * service does not (`conn.client_ip.categories`): CEL's type check only says it "cannot index"
+ * the string, so the compiler asks this for the reason.
+ */
+export function unavailableMember(expression: string): string | undefined {
+  // The longest dotted name that is not followed by a call (`.contains(…)` is a method).
+  for (const m of expression.matchAll(/\bconn\.client_ip(?:\.[A-Za-z_]+)+(?![A-Za-z_(])/g)) {
+    const why = unavailable(m[0]);
+    if (why !== undefined) return why;
+  }
+  return undefined;
+}
 
 /** The declared leaves, dotted. */
 export const POLICY_LEAVES: readonly VariableLeaf[] = Object.entries(LEAVES).map(
@@ -97,6 +124,10 @@ export const POLICY_LEAVES: readonly VariableLeaf[] = Object.entries(LEAVES).map
 );
 
 function unavailable(name: string): string | undefined {
+  const namespace = name.split('.')[0];
+  if (Object.hasOwn(MACRO_NAMESPACES, namespace)) {
+    return `'${namespace}.*' are ngrok macros this service does not provide (${MACRO_NAMESPACES[namespace]})`;
+  }
   for (const [prefix, why] of Object.entries(UNAVAILABLE)) {
     if (name === prefix || name.startsWith(`${prefix}.`)) {
       return `'${name}' is an ngrok variable this service does not provide (${why})`;
@@ -105,16 +136,43 @@ function unavailable(name: string): string | undefined {
   return undefined;
 }
 
-let environment: CelEnvironment | undefined;
+/** Which traffic an expression runs on: HTTP endpoints', or a TCP endpoint's connections. */
+export type PolicyScope = 'http' | 'tcp';
 
-/** The (cached) CEL environment of policy expressions; built once, on first use. */
-export function policyEnvironment(): CelEnvironment {
-  environment ??= celEnvironment({
-    label: 'traffic_policy',
-    leaves: POLICY_LEAVES,
-    stringGroups: STRING_GROUPS,
-    functions: registerMacros,
-    unreadable: unavailable,
-  });
+/** What a TCP endpoint's connections do not have, and why (its variables are the rest). */
+const NOT_ON_TCP: Readonly<Record<string, string>> = {
+  req: 'its connections carry no HTTP request',
+  res: 'its connections carry no HTTP response',
+  'conn.tls': 'the edge passes its bytes through without TLS',
+};
+
+function notOnTcp(name: string): string | undefined {
+  return Object.keys(NOT_ON_TCP).find((p) => name === p || name.startsWith(`${p}.`));
+}
+
+function tcpUnavailable(name: string): string | undefined {
+  const prefix = notOnTcp(name);
+  if (prefix !== undefined) {
+    return `'${name}' is not available on a TCP endpoint: ${NOT_ON_TCP[prefix]}`;
+  }
+  return unavailable(name);
+}
+
+const environments = new Map<PolicyScope, CelEnvironment>();
+
+/** The (cached) CEL environment of policy expressions in `scope`; built once, on first use. */
+export function policyEnvironment(scope: PolicyScope = 'http'): CelEnvironment {
+  let environment = environments.get(scope);
+  if (environment === undefined) {
+    const http = scope === 'http';
+    environment = celEnvironment({
+      label: 'traffic_policy',
+      leaves: http ? POLICY_LEAVES : POLICY_LEAVES.filter((l) => notOnTcp(l.name) === undefined),
+      stringGroups: http ? STRING_GROUPS : [],
+      functions: registerMacros,
+      unreadable: http ? unavailable : tcpUnavailable,
+    });
+    environments.set(scope, environment);
+  }
   return environment;
 }

@@ -56,6 +56,9 @@ export const STOP_REASONS = {
   leaseLapsed: 'its instance could not renew it in the shared store in time',
 } as const;
 
+/** The catalogue's `transport` (SPEC.md): `muxado` for ngrok's agents and SDKs, `ssh` for `ssh -R`. */
+const CATALOGUE_TRANSPORT = { ssh: 'ssh', ngrok: 'muxado' } as const;
+
 /** The event's object: the catalogue's fields, nested at their dots. */
 export function sessionObject(
   facts: SessionFacts,
@@ -78,7 +81,7 @@ export function sessionObject(
     // An SSH client does not say which system it runs on.
     os: facts.agent?.os ?? '',
     arch: facts.agent?.arch ?? '',
-    transport: facts.transport,
+    transport: CATALOGUE_TRANSPORT[facts.transport],
     started_at: facts.startedAt.toISOString(),
     // SSH sessions do not expire: they last as long as the connection.
     expires_at: '',

@@ -1,29 +1,34 @@
-import { compilePolicy, PolicyError } from '../../../agent-plane/policy/index.ts';
+import type { EndpointProtocol } from '../../../agent-plane/policy/index.ts';
 import { hostnameRefusal } from '../../../agent-plane/sessions/bind-policy.ts';
 import { AppError } from '../../../shared/errors.ts';
 import type { Family, FamilyContext } from '../objects/family.ts';
 import { agentRefs, endpointStorage, isAgentEndpoint, readOnly } from './agent-endpoints.ts';
 import { ENDPOINTS } from './resource.ts';
+import { checkPolicy, validatePolicyRoute } from './validate-policy.ts';
 
-// A cloud endpoint: its URL on a hostname the account holds (one endpoint per hostname across
-// the service), and its Traffic Policy, compiled here so a bad one is a 400 that says where.
+// A cloud endpoint: its URL on a hostname the account holds, or on one of its reserved TCP
+// addresses (one endpoint per hostname or address across the service), and its Traffic Policy,
+// compiled here for the URL's protocol so a bad one is a 400 that says where.
 
-/** The policy compiled, or the 400 naming its phase, rule, action and position. */
-function checkPolicy(text: string): void {
-  try {
-    compilePolicy(text);
-  } catch (err) {
-    if (!(err instanceof PolicyError)) throw err;
-    throw new AppError('ERR_INVALID_FIELD', err.message, {
-      field: 'traffic_policy',
-      reason: err.code,
-      location: err.location,
-    });
-  }
+interface EndpointUrl {
+  url: string;
+  /** The hostname, or a TCP endpoint's `host:port`: what the edge finds the endpoint by. */
+  key: string;
+  host: string;
+  port: number;
+  proto: EndpointProtocol;
 }
 
-/** The URL's parts, or a 400: http(s), a hostname, no path, query, port or user. */
-function readUrl(raw: string): { url: string; host: string; proto: 'http' | 'https' } {
+function invalidUrl(raw: string): AppError {
+  return new AppError(
+    'ERR_INVALID_FIELD',
+    `"url" must be https://<hostname>, http://<hostname> (no port, path or query) or tcp://<reserved address> (host:port), got ${JSON.stringify(raw)}`,
+    { field: 'url' },
+  );
+}
+
+/** The URL's parts, or a 400: http(s) with a hostname only, or tcp with a host and a port. */
+function readUrl(raw: string): EndpointUrl {
   let url: URL;
   try {
     url = new URL(raw);
@@ -33,21 +38,35 @@ function readUrl(raw: string): { url: string; host: string; proto: 'http' | 'htt
     });
   }
   const proto = url.protocol.slice(0, -1);
-  if (
-    (proto !== 'http' && proto !== 'https') ||
-    url.port !== '' ||
-    url.username !== '' ||
-    url.pathname !== '/' ||
-    url.search !== '' ||
-    url.hash !== ''
-  ) {
+  const bare =
+    url.username === '' &&
+    url.password === '' &&
+    url.search === '' &&
+    url.hash === '' &&
+    (url.pathname === '/' || url.pathname === '');
+  if (proto === 'tcp' && bare && url.port !== '' && url.hostname !== '') {
+    const key = `${url.hostname}:${url.port}`;
+    return { url: `tcp://${key}`, key, host: url.hostname, port: Number(url.port), proto };
+  }
+  if ((proto !== 'http' && proto !== 'https') || !bare || url.port !== '') throw invalidUrl(raw);
+  const port = proto === 'https' ? 443 : 80;
+  return { url: `${proto}://${url.hostname}`, key: url.hostname, host: url.hostname, port, proto };
+}
+
+/** A TCP endpoint's address must be one of the account's reserved addresses. */
+async function checkReservedAddr(addr: string, ctx: FamilyContext): Promise<void> {
+  const held = await ctx.tx.query(
+    `SELECT 1 FROM account_objects
+      WHERE account_id = $1 AND kind = 'reserved_addrs' AND fields->>'addr' = $2`,
+    [ctx.accountId, addr],
+  );
+  if (held.rows.length === 0) {
     throw new AppError(
-      'ERR_INVALID_FIELD',
-      `"url" must be https://<hostname> or http://<hostname> (no port, path or query), got ${JSON.stringify(raw)}`,
+      'ERR_INVALID_DOMAIN',
+      `"url": ${addr} is not a reserved address of this account: reserve one (POST /reserved_addrs)`,
       { field: 'url' },
     );
   }
-  return { url: `${proto}://${url.hostname}`, host: url.hostname, proto };
 }
 
 async function checkHostname(host: string, ctx: FamilyContext): Promise<void> {
@@ -68,9 +87,10 @@ export const ENDPOINTS_FAMILY: Family = {
         { field: 'type' },
       );
     }
-    const { url, host, proto } = readUrl(body.url as string);
-    await checkHostname(host, ctx);
-    checkPolicy(body.traffic_policy as string);
+    const { url, key, host, port, proto } = readUrl(body.url as string);
+    if (proto === 'tcp') await checkReservedAddr(key, ctx);
+    else await checkHostname(host, ctx);
+    checkPolicy(body.traffic_policy as string, proto);
     const now = new Date().toISOString();
     return {
       fields: {
@@ -78,18 +98,21 @@ export const ENDPOINTS_FAMILY: Family = {
         url,
         public_url: url,
         proto,
-        hostport: `${host}:${proto === 'https' ? 443 : 80}`,
+        hostport: `${host}:${port}`,
         traffic_policy: body.traffic_policy,
         bindings: ['public'],
         updated_at: now,
       },
-      // One endpoint per hostname, whatever the scheme: the edge finds a policy by Host.
-      unique: { key: host, scope: 'service', field: 'url' },
+      // One endpoint per hostname whatever the scheme (the edge finds a policy by Host), and
+      // one per TCP address.
+      unique: { key, scope: 'service', field: 'url' },
     };
   },
   update(current, body) {
     if (isAgentEndpoint(current)) throw readOnly(current, 'updated');
-    if (typeof body.traffic_policy === 'string') checkPolicy(body.traffic_policy);
+    if (typeof body.traffic_policy === 'string') {
+      checkPolicy(body.traffic_policy, current.fields.proto as EndpointProtocol);
+    }
     return {
       fields: {
         ...(typeof body.traffic_policy === 'string' ? { traffic_policy: body.traffic_policy } : {}),
@@ -101,4 +124,5 @@ export const ENDPOINTS_FAMILY: Family = {
     if (isAgentEndpoint(current)) throw readOnly(current, 'deleted');
   },
   shown: (objects, { config }) => objects.map((object) => agentRefs(object, config.publicUrl)),
+  routes: validatePolicyRoute,
 };

@@ -1,5 +1,6 @@
 import type { Field, Resource } from '../resource-types.ts';
 import { COMMON, describedBy, str } from '../resources.ts';
+import { VALIDATE_POLICY } from './validate-policy.ts';
 
 const REF = { type: 'object', properties: { id: str, uri: str }, required: ['id', 'uri'] };
 
@@ -15,9 +16,9 @@ function agentOnly(fields: Record<string, Pick<Field, 'schema' | 'doc'>>): Recor
 
 /**
  * Endpoints, in ngrok's Endpoint shape: a cloud endpoint is a URL on a hostname the account
- * holds whose Traffic Policy the edge runs for every request to it (docs/traffic-policy.md); an
- * agent endpoint is what a live agent session serves, listed beside them and read-only
- * (agent-endpoints.ts).
+ * holds (or a TCP address it reserved) whose Traffic Policy the edge runs for every request or
+ * connection to it (docs/traffic-policy.md); an agent endpoint is what a live agent session
+ * serves, listed beside them and read-only (agent-endpoints.ts).
  */
 export const ENDPOINTS: Resource = {
   path: 'endpoints',
@@ -50,7 +51,7 @@ export const ENDPOINTS: Resource = {
       schema: { ...str, maxLength: 2048 },
       required: true,
       notUpdatable: 'create another endpoint',
-      doc: 'https://<hostname> or http://<hostname> on a hostname the account holds',
+      doc: 'https://<hostname> or http://<hostname> on a hostname the account holds, or tcp://<host>:<port> of one of its reserved addresses',
     },
     traffic_policy: {
       schema: { ...str, maxLength: 65536 },
@@ -58,7 +59,7 @@ export const ENDPOINTS: Resource = {
       doc: 'the Traffic Policy document (YAML or JSON) the edge runs for this endpoint',
     },
     public_url: { schema: str, serverAssigned: true, doc: 'the URL, as ngrok names it too' },
-    proto: { schema: str, serverAssigned: true, doc: '`https` or `http`' },
+    proto: { schema: str, serverAssigned: true, doc: '`https`, `http` or `tcp`' },
     hostport: { schema: str, serverAssigned: true, doc: 'host:port of the URL' },
     bindings: {
       schema: { type: 'array', items: str },
@@ -79,4 +80,5 @@ export const ENDPOINTS: Resource = {
       },
     }),
   },
+  extraRoutes: [VALIDATE_POLICY],
 };

@@ -1,4 +1,5 @@
 import { api, session } from '/console/api.js';
+import { EndpointsPage } from '/console/endpoints.js';
 import { IngressesPage } from '/console/ingresses.js';
 import { PipelinePage } from '/console/pipeline.js';
 import { SessionsPage } from '/console/sessions.js';
@@ -11,6 +12,7 @@ import { html, render, useEffect, useState } from '/console/vendor/preact-htm.js
 const PAGES = {
   pipeline: { title: 'Pipeline', Page: PipelinePage },
   subscriptions: { title: 'Subscriptions', Page: SubscriptionsPage },
+  endpoints: { title: 'Endpoints', Page: EndpointsPage },
   ingresses: { title: 'Agent Ingresses', Page: IngressesPage },
   sessions: { title: 'Agent sessions', Page: SessionsPage },
 };

@@ -1,59 +1,12 @@
-import { api, stream } from '/console/api.js';
-import { html, useEffect, useRef, useState } from '/console/vendor/preact-htm.js';
+import { api } from '/console/api.js';
+import { SourceError } from '/console/source-error.js';
+import { TapEvents, useTapStream, useTypingPause } from '/console/tap.js';
+import { html, useEffect, useState } from '/console/vendor/preact-htm.js';
 
 // What does it match right now? Each subscription's sources with a tap on each, and a filter
 // editor that compiles as you type (POST /filters/preview) and streams what the filter matches.
 
 const TRAFFIC_TYPES = ['http_request_complete.v0', 'tcp_connection_closed.v0'];
-const SHOWN = 50;
-const TYPING_PAUSE_MS = 300;
-
-/**
- * Runs one stream at a time (`start` replaces the current one) and keeps its last SHOWN events,
- * newest first, with the tap's counts and how it ended.
- */
-function useTapStream() {
-  const [state, setState] = useState({ events: [], status: 'idle', error: undefined, info: '' });
-  const current = useRef();
-  const stop = () => current.current?.abort();
-  useEffect(() => stop, []);
-  function start(method, path, body) {
-    stop();
-    const abort = new AbortController();
-    current.current = abort;
-    setState({ events: [], status: 'opening', error: undefined, info: '' });
-    const onEvent = (name, data) => {
-      if (abort.signal.aborted) return;
-      if (name === 'open') {
-        const info = `at most ${data.rate}/s, for ${data.max_seconds} s`;
-        setState((s) => ({ ...s, status: 'open', info }));
-      } else if (name === 'event') {
-        setState((s) => ({ ...s, events: [data, ...s.events].slice(0, SHOWN) }));
-      } else if (name === 'end') {
-        const info = `ended (${data.reason}): ${data.shown} shown of ${data.matched} matched`;
-        setState((s) => ({ ...s, status: 'ended', info }));
-      }
-    };
-    stream(method, path, { body, signal: abort.signal, onEvent }).catch((error) => {
-      if (!abort.signal.aborted) setState((s) => ({ ...s, status: 'failed', error }));
-    });
-  }
-  return { state, start, stop };
-}
-
-function TapEvents({ state }) {
-  return html`<div class="tap">
-    <p class="tap-status" data-status=${state.status}>${state.status} ${state.info}</p>
-    <ol class="tap-events">
-      ${state.events.map(
-        (message) => html`<li key=${message.shown}>
-          ${message.sampled && html`<span class="sampled">sample: ${message.skipped} skipped</span>`}
-          <pre>${JSON.stringify(message.event)}</pre>
-        </li>`,
-      )}
-    </ol>
-  </div>`;
-}
 
 function Source({ subscription, source, onEdit }) {
   const tap = useTapStream();
@@ -72,22 +25,10 @@ function Source({ subscription, source, onEdit }) {
   </li>`;
 }
 
-/** The line of the error, and under it a caret at `column` (1-based). */
-function caret(line, column) {
-  return `${line}\n${' '.repeat(Math.max(0, column - 1))}^`;
-}
-
-/** The compile error under the filter: its message and a caret at its column. */
+/** The compile error under the filter: its message and a caret at its position. */
 function FilterError({ error, filter }) {
-  const position = error.body?.details?.position;
-  const line = position ? filter.split('\n')[position.line - 1] : undefined;
-  return html`<div class="filter-error" role="alert">
-    <p>
-      <strong>${error.body?.error_code ?? 'error'}</strong>
-      ${position && html` at line ${position.line}, column ${position.column}`}: ${error.message}
-    </p>
-    ${line !== undefined && html`<pre class="caret">${caret(line, position.column)}</pre>`}
-  </div>`;
+  const at = error.body?.details?.position;
+  return html`<${SourceError} error=${error} text=${filter} at=${at} className="filter-error" />`;
 }
 
 function FilterEditor({ editing, onSaved }) {
@@ -106,16 +47,15 @@ function FilterEditor({ editing, onSaved }) {
     .split(',')
     .map((field) => field.trim())
     .filter((field) => field !== '');
-  useEffect(() => {
-    const timer = setTimeout(() => {
+  useTypingPause(
+    () =>
       preview.start('POST', '/filters/preview?max_seconds=300', {
         type,
         filter,
         fields: fieldList,
-      });
-    }, TYPING_PAUSE_MS);
-    return () => clearTimeout(timer);
-  }, [type, filter, fields]);
+      }),
+    [type, filter, fields],
+  );
   async function save() {
     const { subscription, source } = editing;
     try {

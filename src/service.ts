@@ -4,6 +4,7 @@ import { type Edge, startEdge } from './agent-plane/edge/edge-server.ts';
 import { createEdgePublisher, type EdgePublisher } from './agent-plane/edge/publisher.ts';
 import { createRelayAuth, type RelayAuth } from './agent-plane/edge/relay-auth.ts';
 import { createRelayClient, relayStop } from './agent-plane/edge/relay-client.ts';
+import { relayCommand } from './agent-plane/edge/relay-command.ts';
 import { type RelayListener, startRelayListener } from './agent-plane/edge/relay-listener.ts';
 import {
   createSniCertificates,
@@ -149,6 +150,8 @@ async function startPlanes(started: Started): Promise<Service> {
     leaseMs: config.sessionLeaseMs,
     internalUrl: config.internalUrl,
     stopElsewhere: (owner, id, principal) => relayStop(relayAuth, owner, id, principal),
+    commandElsewhere: (owner, id, accountId, command) =>
+      relayCommand(relayAuth, owner, id, accountId, command),
   });
   started.registry = sessions;
   // One cache of IP restrictions: a change through the API applies at once to agents and edge.

@@ -32,6 +32,13 @@ export const ERROR_CODES = {
   ERR_DESTINATION_BACKLOG: { status: 409, connect: Code.FailedPrecondition, retriable: true },
   ERR_IP_RESTRICTED: { status: 403, connect: Code.PermissionDenied, retriable: false },
   ERR_IP_RESTRICTION_LOCKOUT: { status: 409, connect: Code.FailedPrecondition, retriable: false },
+  ERR_AGENT_COMMAND_UNSUPPORTED: {
+    status: 409,
+    connect: Code.FailedPrecondition,
+    retriable: false,
+  },
+  ERR_AGENT_COMMAND_FAILED: { status: 502, connect: Code.Unavailable, retriable: false },
+  ERR_AGENT_ENDPOINT_READ_ONLY: { status: 409, connect: Code.FailedPrecondition, retriable: false },
   ERR_NO_FREE_PORT: { status: 409, connect: Code.ResourceExhausted, retriable: false },
   ERR_RATE_LIMITED: { status: 429, connect: Code.ResourceExhausted, retriable: true },
   ERR_BACKPRESSURE: { status: 503, connect: Code.ResourceExhausted, retriable: true },

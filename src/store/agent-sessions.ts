@@ -23,6 +23,10 @@ export interface SessionRow {
   metadata: string;
   user_agent: string;
   transport: string;
+  /** What it serves: `http`, `https` or `tcp` (its URL is `<proto>://<endpoint>`). */
+  proto: string;
+  /** Where the agent forwards to, as an ngrok agent said at Bind ('' over SSH). */
+  forwards_to: string;
 }
 
 /** A session to record: its row without the lease. */

@@ -113,4 +113,40 @@ describe('an ngrok agent on one instance, a client through another (PostgreSQL)'
     expect(second?.message).toMatch(/already bound by session ts_/);
     expect(second?.errorCode).toBe('ERR_NGROK_334');
   });
+
+  it("sends restart and update from B's API to the agent on A, and lists it in B's /tunnels", async () => {
+    const restarted: string[] = [];
+    const session = await new ngrok.SessionBuilder()
+      .authtoken(authtoken)
+      .serverAddr(`${DIALLED}:${a.agentPort}`)
+      .caCert(Buffer.from(caPem))
+      .handleRestartCommand(() => restarted.push('restart'))
+      .connect();
+    try {
+      await session
+        .httpEndpoint()
+        .domain(`cmd.us.${INGRESS}`)
+        .listenAndForward(`http://127.0.0.1:${echo.port}`);
+      const apiB = apiClient(b.url, TEST_BOOTSTRAP_KEY);
+      const { tunnels } = (await apiB('GET', '/tunnels')).body;
+      const tunnel = tunnels.find((t: any) => t.public_url === `https://cmd.us.${INGRESS}`);
+      // forwards_to as the SDK says it: its URL, normalised.
+      expect(tunnel).toMatchObject({
+        proto: 'https',
+        forwards_to: `http://127.0.0.1:${echo.port}/`,
+      });
+      const id = tunnel.tunnel_session.id;
+      expect((await apiB('POST', `/tunnel_sessions/${id}/restart`)).status).toBe(204);
+      await expect.poll(() => restarted, { timeout: 5_000 }).toEqual(['restart']);
+      // No update handler: A's answer travels back to B as the same error.
+      const update = await apiB('POST', `/tunnel_sessions/${id}/update`, {});
+      expect(update.status).toBe(409);
+      expect(update.body).toMatchObject({
+        error_code: 'ERR_AGENT_COMMAND_UNSUPPORTED',
+        details: { command: 'update' },
+      });
+    } finally {
+      await session.close();
+    }
+  });
 });

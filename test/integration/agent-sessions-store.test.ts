@@ -40,6 +40,8 @@ function row(account: string, endpoint: string, owner = 'inst_a'): NewSession {
     metadata: endpoint,
     user_agent: 'SSH-2.0-OpenSSH_9.2',
     transport: 'ssh',
+    proto: 'http',
+    forwards_to: '',
   };
 }
 

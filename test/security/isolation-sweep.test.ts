@@ -74,10 +74,10 @@ function createBody(
 const heldBy: Record<string, string> = {};
 
 /**
- * Routes over what agents make, not the API (live tunnel sessions): A's fixture is a real agent
- * session (ssh -R), its id kept with A's objects.
+ * Routes over what agents make, not the API (live tunnel sessions, their tunnels): A's fixture is
+ * a real agent session (ssh -R), its ids kept with A's objects.
  */
-const LIVE = ['tunnel_sessions'] as const;
+const LIVE = ['tunnel_sessions', 'tunnels'] as const;
 
 /** The resource a route belongs to, from its first path segment; throws for an unknown one. */
 function resourceOf(url: string): Resource {
@@ -151,6 +151,7 @@ describe.each(STORES)('account isolation sweep over every REST route on $kind', 
       return (await a('GET', '/tunnel_sessions')).body.tunnel_sessions[0];
     }, 'the session of A');
     (idsA as Record<string, string>).tunnel_sessions = session.id;
+    (idsA as Record<string, string>).tunnels = session.id.replace(/^ts_/, 'tn_');
     // Health appears once the pipeline has loaded the destinations: snapshot after that.
     await service.pipeline.reload();
   });
@@ -171,6 +172,7 @@ describe.each(STORES)('account isolation sweep over every REST route on $kind', 
     const sources = await a('GET', `/event_subscriptions/${idsA.event_subscriptions}/sources`);
     out.sources = sources.body;
     out.tunnelSessions = (await a('GET', '/tunnel_sessions')).body;
+    out.tunnels = (await a('GET', '/tunnels')).body;
     const audit = await service.db.query(
       'SELECT count(*)::int AS n FROM audit_outbox WHERE account_id = $1',
       [accountA],
@@ -248,15 +250,22 @@ describe.each(STORES)('account isolation sweep over every REST route on $kind', 
     exercised.add('POST /endpoints/validate_policy');
   });
 
-  it('never lists A’s live tunnel sessions to B', async () => {
+  it('never lists A’s live tunnel sessions, tunnels or agent endpoints to B', async () => {
     const sessionA = (idsA as Record<string, string>).tunnel_sessions;
     expect((await a('GET', '/tunnel_sessions')).body.tunnel_sessions[0].id).toBe(sessionA);
     for (const query of ['', '?limit=100', `?before_id=ts_${'z'.repeat(26)}`]) {
       const page = await b('GET', `/tunnel_sessions${query}`);
       expect(page.status).toBe(200);
       expect(page.body.tunnel_sessions).toEqual([]);
+      const tunnels = await b('GET', `/tunnels${query.replace('ts_', 'tn_')}`);
+      expect(tunnels.status).toBe(200);
+      expect(tunnels.body.tunnels).toEqual([]);
+      // Nor its agent endpoint among B's endpoints.
+      const endpoints = await b('GET', `/endpoints${query.replace('ts_', 'ep_')}`);
+      expect(JSON.stringify(endpoints.body)).not.toContain(sessionA.slice('ts_'.length));
     }
     exercised.add('GET /tunnel_sessions');
+    exercised.add('GET /tunnels');
   });
 
   it('never lists A’s objects to B, whatever the cursor', async () => {

@@ -162,7 +162,7 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
       socket.once('close', () => upgraded.delete(socket));
       const target = { serverName, serverPort: socket.localPort ?? 0 };
       const endpointIp = deps.endpointIp ?? (async () => 'invalid');
-      serveRawConnection(session, target, socket, { publisher: deps.publisher, endpointIp }).catch(
+      serveRawConnection(session, target, socket, { ...deps, endpointIp }).catch(
         (error: unknown) => {
           logger.debug({ err: error }, 'edge: TLS passthrough failed');
           socket.destroy();

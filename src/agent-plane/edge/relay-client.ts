@@ -80,7 +80,7 @@ export interface RelayClientDeps {
 }
 
 /** The request options for `path` at an instance's INTERNAL_URL. */
-function target(ownerUrl: string, path: string) {
+export function target(ownerUrl: string, path: string) {
   const url = new URL(ownerUrl);
   return { hostname: url.hostname, port: url.port || 80, path };
 }

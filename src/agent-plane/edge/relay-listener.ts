@@ -7,10 +7,11 @@ import { STOP_REASONS } from '../sessions/session-events.ts';
 import type { Edge } from './edge-server.ts';
 import { RELAY_HEADER, type RelayAuth } from './relay-auth.ts';
 import { type RelayedRequest, type RelayedStop, STOP_PATH } from './relay-client.ts';
+import { COMMAND_PATH, type RelayedCommand, serveRelayedCommand } from './relay-command.ts';
 
 // The owning side: the listener at this instance's INTERNAL_URL. It serves only requests other
 // instances signed (relay-auth.ts): edge requests for this instance's sessions, served by the
-// edge as its own with the client's connection facts they carry, and stop requests.
+// edge as its own with the client's connection facts they carry, stop requests and commands.
 
 /** The running listener. */
 export interface RelayListener {
@@ -29,7 +30,7 @@ export interface RelayListenerDeps {
   logger: Logger;
 }
 
-type Relayed = RelayedRequest | RelayedStop;
+type Relayed = RelayedRequest | RelayedStop | RelayedCommand;
 
 const REFUSAL = 'This listener serves only requests relayed by instances of this service.\n';
 
@@ -66,6 +67,9 @@ export async function startRelayListener(deps: RelayListenerDeps): Promise<Relay
         },
       );
       return;
+    }
+    if (facts?.kind === 'command' && request.url === COMMAND_PATH) {
+      return serveRelayedCommand(registry, facts, response);
     }
     response.writeHead(403, { 'content-type': 'text/plain; charset=utf-8' }).end(REFUSAL);
   }

@@ -69,6 +69,9 @@ export async function openTcpEndpoint(
   };
 }
 
+/** What a raw connection needs: a TCP endpoint's deps; a TLS passthrough's have no policies. */
+type RawConnectionDeps = Pick<TcpEndpointDeps, 'publisher' | 'endpointIp' | 'logger' | 'policies'>;
+
 /**
  * Carries one client connection's bytes to `session` and back, unread (a TCP endpoint's, a TLS
  * endpoint's passed through), and reports it as a tcp_connection_closed.v0 once it closes.
@@ -77,7 +80,7 @@ export async function serveRawConnection(
   session: LiveSession,
   target: { serverName: string; serverPort: number },
   socket: Socket,
-  deps: Pick<TcpEndpointDeps, 'publisher' | 'endpointIp'>,
+  deps: RawConnectionDeps,
 ): Promise<void> {
   const startMs = Date.now();
   const { accountId } = session.facts.credential;
@@ -87,7 +90,7 @@ export async function serveRawConnection(
   const x =
     restriction === 'block'
       ? undefined
-      : await connectPhase(session, address, socket, startMs, deps);
+      : await connectPhase(session, target, socket, startMs, deps);
   const closed = {
     accountId,
     clientIp,
@@ -125,13 +128,13 @@ export async function serveRawConnection(
  */
 async function connectPhase(
   session: LiveSession,
-  address: { host: string; port: number },
+  target: { serverName: string; serverPort: number },
   socket: Socket,
   startMs: number,
-  deps: TcpEndpointDeps,
+  deps: RawConnectionDeps,
 ): Promise<Exchange | undefined> {
   const { accountId } = session.facts.credential;
-  const addr = `${address.host}:${address.port}`;
+  const addr = `${target.serverName}:${target.serverPort}`;
   // A failed look-up closes the connection: a policy that may block never fails open.
   const endpoint = await deps.policies?.forHost(addr).catch((error: unknown) => {
     deps.logger.error({ err: error, addr }, 'edge: endpoint policy look-up failed');
@@ -146,7 +149,7 @@ async function connectPhase(
       clientIp: socket.remoteAddress ?? '',
       clientPort: socket.remotePort ?? 0,
       serverIp: socket.localAddress ?? '',
-      serverPort: address.port,
+      serverPort: target.serverPort,
       startMs,
       endpoint: { id: endpoint.id, url: endpoint.url, protocol: 'tcp' },
     }),

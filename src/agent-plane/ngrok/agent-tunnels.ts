@@ -91,6 +91,8 @@ export function agentTunnels(ctx: ConnectionContext): AgentTunnels {
         facts: sessionFacts(ctx, binding.region),
         maxStreams: deps.config.maxChannelsPerSession,
         end: endTunnel,
+        forwardsTo: request.ForwardsTo,
+        unsupported: ctx.agent!.commandsUnsupported,
       });
       const taken = await deps.registry.claim(session);
       if (taken === undefined) {

@@ -25,6 +25,8 @@ export interface AuthenticatedAgent {
   heartbeat: { intervalMs: number; toleranceMs: number };
   /** Whether the agent can be told to stop (it registered a handler), and if not, why. */
   stopUnsupported: string | undefined;
+  /** Likewise for the commands the API sends (agent-commands.ts). */
+  commandsUnsupported: { restart: string | undefined; update: string | undefined };
 }
 
 /** A refusal the session event records: the agent's credential is known. */
@@ -103,5 +105,9 @@ export async function authenticate(
       toleranceMs: nsToMs(extra.HeartbeatTolerance),
     },
     stopUnsupported: unsupported(extra.StopUnsupportedError),
+    commandsUnsupported: {
+      restart: unsupported(extra.RestartUnsupportedError),
+      update: unsupported(extra.UpdateUnsupportedError),
+    },
   };
 }

@@ -1,7 +1,8 @@
 import type { Duplex } from 'node:stream';
 import type { Caller } from '../../shared/caller.ts';
 import { type LiveSession, TOO_MANY_STREAMS } from '../sessions/live-session.ts';
-import type { SessionFacts } from '../sessions/session-events.ts';
+import { recordable, type SessionFacts } from '../sessions/session-events.ts';
+import { sendAgentCommand } from './agent-commands.ts';
 import type { Binding } from './bind.ts';
 import { type ProxyHeader, STREAM_TYPES } from './messages.ts';
 import type { MuxSession } from './muxado/session.ts';
@@ -31,6 +32,10 @@ export function tunnelSession(deps: {
   /** MAX_CHANNELS_PER_SESSION: the edge connections one tunnel carries at once. */
   maxStreams: number;
   end: (session: LiveSession, reason: string, principal?: Caller) => Promise<void>;
+  /** The Bind's ForwardsTo as sent: where the agent says it forwards (GET /tunnels shows it). */
+  forwardsTo: unknown;
+  /** What the agent declared at Auth of the commands it cannot run (undefined: it can). */
+  unsupported: { restart: string | undefined; update: string | undefined };
 }): LiveSession {
   const { mux, tunnelId, binding } = deps;
   let open = 0;
@@ -63,6 +68,12 @@ export function tunnelSession(deps: {
       return stream;
     },
     end: (reason, principal) => deps.end(session, reason, principal),
+    tunnel: {
+      proto: binding.proto,
+      forwardsTo: typeof deps.forwardsTo === 'string' ? recordable(deps.forwardsTo) : '',
+    },
+    // The agent runs a command for all of its tunnels: it restarts or updates as a whole.
+    command: (command) => sendAgentCommand(mux, command, deps.unsupported[command.name]),
   };
   return session;
 }

@@ -19,6 +19,11 @@ export interface StreamSource {
   openStream(client: { ip: string; port: number }): Promise<Duplex>;
 }
 
+/** A command the API sends an agent through its session (ngrok's Restart and Update RPCs). */
+export type AgentCommand =
+  | { name: 'restart' }
+  | { name: 'update'; version: string; permitMajorVersion: boolean };
+
 /** One agent's live session serving one endpoint, as the edge and the API see it. */
 export interface LiveSession extends StreamSource {
   facts: SessionFacts;
@@ -28,4 +33,15 @@ export interface LiveSession extends StreamSource {
   passthroughTls?: boolean;
   /** Ends the session; the stop event carries `reason`. */
   end(reason: string, principal?: Caller): Promise<void>;
+  /**
+   * What an ngrok agent said it serves (its Bind): the protocol and where it forwards to. An SSH
+   * session says neither: its protocol follows from `hostname` and its target is the client's.
+   */
+  tunnel?: { proto: 'http' | 'https' | 'tcp' | 'tls'; forwardsTo: string };
+  /**
+   * Sends `command` to the agent and resolves once it accepted it; rejects with an AppError
+   * (ERR_AGENT_COMMAND_UNSUPPORTED, ERR_AGENT_COMMAND_FAILED). Absent where the protocol has no
+   * such command (ssh -R).
+   */
+  command?(command: AgentCommand): Promise<void>;
 }

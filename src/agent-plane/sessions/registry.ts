@@ -11,7 +11,7 @@ import {
   sessionOfAccount,
 } from '../../store/agent-sessions.ts';
 import type { Db } from '../../store/db.ts';
-import type { LiveSession } from './live-session.ts';
+import type { AgentCommand, LiveSession } from './live-session.ts';
 import { STOP_REASONS } from './session-events.ts';
 
 // The live sessions of this instance, by id and by the hostname each one serves, each also
@@ -38,6 +38,11 @@ export interface SessionRegistry {
    */
   stop(accountId: string, id: string, principal: Caller): Promise<boolean>;
   /**
+   * Sends `command` to the agent of the account's session `id`, on this instance or through its
+   * owner; false when no such session lives; an AppError when the agent cannot or did not.
+   */
+  command(accountId: string, id: string, command: AgentCommand): Promise<boolean>;
+  /**
    * Frees the endpoints of this instance's previous process (a crash) at once, rather than when
    * their leases lapse; called once this instance holds its INTERNAL_URL's port.
    */
@@ -61,6 +66,26 @@ export interface SessionRegistryDeps {
     id: string,
     principal: Caller,
   ) => Promise<boolean>;
+  /** Asks the instance `owner` to send `command` to its session's agent, as command() does. */
+  commandElsewhere: (
+    owner: { id: string; url: string },
+    id: string,
+    accountId: string,
+    command: AgentCommand,
+  ) => Promise<boolean>;
+}
+
+/** The command of a session whose protocol has none (ssh -R), refused. */
+export function commandOf(session: LiveSession): NonNullable<LiveSession['command']> {
+  if (session.command !== undefined) return session.command;
+  return (command) =>
+    Promise.reject(
+      new AppError(
+        'ERR_AGENT_COMMAND_UNSUPPORTED',
+        `session ${session.facts.id} is an ${session.facts.transport === 'ssh' ? 'ssh -R' : session.facts.transport} session: its agent cannot be told to ${command.name}; only ngrok agents can`,
+        { id: session.facts.id, command: command.name, transport: session.facts.transport },
+      ),
+    );
 }
 
 /** The store's row of a session this instance owns. */
@@ -85,6 +110,9 @@ function rowOf(session: LiveSession, owner: { id: string; url: string }): Sessio
     metadata: facts.metadata,
     user_agent: facts.userAgent,
     transport: facts.transport,
+    // An SSH session serves http://<hostname>, or tcp://<host:port> on a reserved address.
+    proto: session.tunnel?.proto ?? (session.hostname.includes(':') ? 'tcp' : 'http'),
+    forwards_to: session.tunnel?.forwardsTo ?? '',
   };
 }
 
@@ -116,6 +144,20 @@ export function createSessionRegistry(deps: SessionRegistryDeps): SessionRegistr
     const session = byId.get(id);
     return session?.facts.credential.accountId === accountId ? session : undefined;
   };
+
+  /** The other instance that owns the account's session `id`; undefined when none does. */
+  async function ownerOf(accountId: string, id: string, what: string) {
+    const row = await sessionOfAccount(db, accountId, id);
+    if (row === undefined || row.owner_id === owner.id) return undefined;
+    if (row.owner_url === '') {
+      throw new AppError(
+        'ERR_UNAVAILABLE',
+        `session ${id} is served by an instance without INTERNAL_URL; ${what} there`,
+        { id },
+      );
+    }
+    return { id: row.owner_id, url: row.owner_url };
+  }
 
   return {
     owner,
@@ -151,16 +193,17 @@ export function createSessionRegistry(deps: SessionRegistryDeps): SessionRegistr
         await local.end(STOP_REASONS.api, principal);
         return true;
       }
-      const row = await sessionOfAccount(db, accountId, id);
-      if (row === undefined || row.owner_id === owner.id) return false;
-      if (row.owner_url === '') {
-        throw new AppError(
-          'ERR_UNAVAILABLE',
-          `session ${id} is served by an instance without INTERNAL_URL; stop it there`,
-          { id },
-        );
+      const elsewhere = await ownerOf(accountId, id, 'stop it');
+      return elsewhere !== undefined && deps.stopElsewhere(elsewhere, id, principal);
+    },
+    async command(accountId, id, command) {
+      const local = get(accountId, id);
+      if (local !== undefined) {
+        await commandOf(local)(command);
+        return true;
       }
-      return deps.stopElsewhere({ id: row.owner_id, url: row.owner_url }, id, principal);
+      const elsewhere = await ownerOf(accountId, id, `send it the ${command.name} there`);
+      return elsewhere !== undefined && deps.commandElsewhere(elsewhere, id, accountId, command);
     },
     close: () => clearInterval(timer),
   };

@@ -14,6 +14,7 @@ import { familyRoutes } from './objects/routes.ts';
 import { createRateLimitHook } from './rate-limit.ts';
 import { tapRoutes } from './tap/routes.ts';
 import { tunnelSessionRoutes } from './tunnel-sessions/routes.ts';
+import { tunnelRoutes } from './tunnels/routes.ts';
 
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
 
@@ -55,8 +56,14 @@ export async function restApi(
   });
   app.removeAllContentTypeParsers();
   const parseJson = app.getDefaultJsonParser('error', 'error');
+  // ngrok's API client posts the bare path id (not JSON) as the body of actions such as
+  // POST /tunnel_sessions/{id}/restart: the id said again, taken as no body.
+  const isIdEcho = (request: FastifyRequest, body: string) =>
+    body !== '' && body === (request.params as { id?: string } | undefined)?.id;
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) =>
-    hasNoBody(request) ? done(null, undefined) : parseJson(request, body as string, done),
+    hasNoBody(request) || isIdEcho(request, body as string)
+      ? done(null, undefined)
+      : parseJson(request, body as string, done),
   );
   // ngrok's clients read the operation id from this header, on answers and errors alike.
   app.addHook('onRequest', async (request, reply) => {
@@ -82,6 +89,7 @@ export async function restApi(
   await app.register(accountRoutes, deps);
   await app.register(tapRoutes, deps);
   await app.register(tunnelSessionRoutes(deps.sessions), deps);
+  await app.register(tunnelRoutes, deps);
 
   collecting = false;
   for (const [url, methods] of methodsByUrl) {

@@ -1,6 +1,7 @@
 import { AppError } from '../../shared/errors.ts';
 import type { ExtraRoute, Field, JsonSchema, Resource } from './resource-types.ts';
 import { TUNNEL_SESSION_ROUTES } from './tunnel-sessions/declaration.ts';
+import { TUNNEL_ROUTES } from './tunnels/declaration.ts';
 
 // What REST declarations share: the common fields, description and metadata, the tap and
 // certificate-policy shapes; the routes of no resource; and what is derived alike for every
@@ -163,6 +164,7 @@ export const TOP_LEVEL_ROUTES: readonly ExtraRoute[] = [
     response: PIPELINE_STATS_SCHEMA,
   },
   ...TUNNEL_SESSION_ROUTES,
+  ...TUNNEL_ROUTES,
 ];
 
 /** The 404 for an id of `resource` the caller's account does not hold. */

@@ -2,6 +2,7 @@ import type { EndpointProtocol } from '../../../agent-plane/policy/index.ts';
 import { hostnameRefusal } from '../../../agent-plane/sessions/bind-policy.ts';
 import { AppError } from '../../../shared/errors.ts';
 import type { Family, FamilyContext } from '../objects/family.ts';
+import { agentRefs, endpointStorage, isAgentEndpoint, readOnly } from './agent-endpoints.ts';
 import { ENDPOINTS } from './resource.ts';
 import { checkPolicy, validatePolicyRoute } from './validate-policy.ts';
 
@@ -77,7 +78,15 @@ async function checkHostname(host: string, ctx: FamilyContext): Promise<void> {
 
 export const ENDPOINTS_FAMILY: Family = {
   resource: ENDPOINTS,
+  storage: endpointStorage,
   async create(body, ctx) {
+    if (body.type === 'agent') {
+      throw new AppError(
+        'ERR_INVALID_FIELD',
+        '"type": agent endpoints are made by agents (an ngrok agent or SDK, ssh -R), not through the API; create a cloud endpoint',
+        { field: 'type' },
+      );
+    }
     const { url, key, host, port, proto } = readUrl(body.url as string);
     if (proto === 'tcp') await checkReservedAddr(key, ctx);
     else await checkHostname(host, ctx);
@@ -100,6 +109,7 @@ export const ENDPOINTS_FAMILY: Family = {
     };
   },
   update(current, body) {
+    if (isAgentEndpoint(current)) throw readOnly(current, 'updated');
     if (typeof body.traffic_policy === 'string') {
       checkPolicy(body.traffic_policy, current.fields.proto as EndpointProtocol);
     }
@@ -110,5 +120,9 @@ export const ENDPOINTS_FAMILY: Family = {
       },
     };
   },
+  beforeDelete(current) {
+    if (isAgentEndpoint(current)) throw readOnly(current, 'deleted');
+  },
+  shown: (objects, { config }) => objects.map((object) => agentRefs(object, config.publicUrl)),
   routes: validatePolicyRoute,
 };

@@ -1,11 +1,24 @@
-import type { Resource } from '../resource-types.ts';
+import type { Field, Resource } from '../resource-types.ts';
 import { COMMON, describedBy, str } from '../resources.ts';
 import { VALIDATE_POLICY } from './validate-policy.ts';
+
+const REF = { type: 'object', properties: { id: str, uri: str }, required: ['id', 'uri'] };
+
+/** Fields only agent endpoints have: set by the service, shown when known. */
+function agentOnly(fields: Record<string, Pick<Field, 'schema' | 'doc'>>): Record<string, Field> {
+  return Object.fromEntries(
+    Object.entries(fields).map(([name, f]) => [
+      name,
+      { ...f, serverAssigned: true, sometimes: true },
+    ]),
+  );
+}
 
 /**
  * Endpoints, in ngrok's Endpoint shape: a cloud endpoint is a URL on a hostname the account
  * holds (or a TCP address it reserved) whose Traffic Policy the edge runs for every request or
- * connection to it (docs/traffic-policy.md).
+ * connection to it (docs/traffic-policy.md); an agent endpoint is what a live agent session
+ * serves, listed beside them and read-only (agent-endpoints.ts).
  */
 export const ENDPOINTS: Resource = {
   path: 'endpoints',
@@ -29,10 +42,10 @@ export const ENDPOINTS: Resource = {
     },
     ...describedBy('maxBytes'),
     type: {
-      schema: { enum: ['cloud'] },
+      schema: { enum: ['cloud', 'agent'] },
       required: true,
       notUpdatable: 'create another endpoint',
-      doc: "`cloud` (agent endpoints are the agents' sessions: GET /tunnel_sessions)",
+      doc: '`cloud` (made here) or `agent` (what a live agent session serves: made by agents, read-only)',
     },
     url: {
       schema: { ...str, maxLength: 2048 },
@@ -53,6 +66,19 @@ export const ENDPOINTS: Resource = {
       serverAssigned: true,
       doc: '`public`: reachable from the internet',
     },
+    ...agentOnly({
+      region: { schema: str, doc: "agent endpoints: the session's region" },
+      upstream_url: {
+        schema: str,
+        doc: "agent endpoints: where the agent forwards to (an ngrok agent's forwards_to; '' for ssh -R)",
+      },
+      tunnel: { schema: REF, doc: 'agent endpoints: its tunnel (GET /tunnels/{id})' },
+      tunnel_session: { schema: REF, doc: "agent endpoints: its agent's session" },
+      principal: {
+        schema: REF,
+        doc: 'agent endpoints: the credential its agent authenticated with',
+      },
+    }),
   },
   extraRoutes: [VALIDATE_POLICY],
 };

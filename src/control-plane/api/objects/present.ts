@@ -15,7 +15,8 @@ export function shownRefs(resource: Resource): Map<string, string> {
 /**
  * An object as the API shows it and as its audit events carry it: the declared fields in
  * declaration order, from the row or `shown` (what the family's `shown` hook adds); references
- * as `{id, uri}`; write-only fields never, fields shown only when known never (answers add them);
+ * as `{id, uri}`; write-only fields never, fields shown only when known when the row or `shown`
+ * has them (else answers add them);
  * a shown-once field null (the create response adds it).
  */
 export function presentObject(
@@ -36,7 +37,7 @@ export function presentObject(
   const ref = (path: string, id: unknown) => ({ id, uri: `${publicUrl}/${path}/${id}` });
   const object: JsonObject = {};
   for (const [name, field] of Object.entries(resource.fields)) {
-    if (field.writeOnly || field.sometimes) continue;
+    if (field.writeOnly || (field.sometimes && values[name] === undefined)) continue;
     if (COMMON.has(name)) object[name] = common[name];
     else if (field.shownOnce) object[name] = null;
     else if (refs.has(name)) {

@@ -60,4 +60,31 @@ export const TUNNEL_SESSION_ROUTES: readonly ExtraRoute[] = [
     summary: 'End an agent session (its agent_session_stop.v0 says so)',
     status: 204,
   },
+  {
+    name: 'tunnel_sessions.restart',
+    method: 'POST',
+    path: '/tunnel_sessions/{id}/restart',
+    summary:
+      "Tell the session's ngrok agent to restart (its handler decides how); 409 ERR_AGENT_COMMAND_UNSUPPORTED for ssh -R or an agent without a handler",
+    status: 204,
+  },
+  {
+    name: 'tunnel_sessions.update',
+    method: 'POST',
+    path: '/tunnel_sessions/{id}/update',
+    summary:
+      "Tell the session's ngrok agent to update itself; 409 ERR_AGENT_COMMAND_UNSUPPORTED for ssh -R or an agent without a handler",
+    status: 204,
+    request: {
+      type: 'object',
+      properties: {
+        version: { ...str, maxLength: 64, description: "the version to update to; '' the latest" },
+        permit_major_version: {
+          type: 'boolean',
+          description: 'whether a new major version may be installed (default false)',
+        },
+      },
+      additionalProperties: false,
+    },
+  },
 ];

@@ -116,7 +116,10 @@ describe('openid-connect and jwt-validation at the edge, with a real OpenID prov
     upstream = createServer((request, response) => {
       request.resume();
       seen.push(request.url ?? '');
-      response.writeHead(200, { 'content-type': 'text/plain' });
+      response.writeHead(200, {
+        'content-type': 'text/plain',
+        'x-userinfo-refreshed': String(request.headers['x-userinfo-refreshed']),
+      });
       response.end(
         `agent saw ${request.url} for ${request.headers['x-user-name']} <${request.headers['x-user-email']}>`,
       );
@@ -136,11 +139,13 @@ on_http_request:
           client_secret: ${CLIENT_SECRET}
           scopes: [profile, email]
           max_session_duration: ${SESSION_S}s
+          userinfo_refresh_interval: 1s
       - type: add-headers
         config:
           headers:
             x-user-name: "\${actions.ngrok.oidc.identity.name}"
             x-user-email: "\${actions.ngrok.oidc.identity.email}"
+            x-userinfo-refreshed: "\${actions.ngrok.oidc.userinfo_refreshed}"
 `,
     });
     expect(oidc.status).toBe(201);
@@ -244,9 +249,21 @@ on_http_request:
     const session = (await context.cookies(origin)).find((c) => c.name === 'ngrok_session')!;
     // The cookie's Max-Age is what is left of the session: the browser drops it by itself.
     expect(session.expires * 1000).toBeLessThanOrEqual(loggedInAt + SESSION_S * 1000 + 1000);
-    await new Promise((resolve) =>
-      setTimeout(resolve, Math.max(0, loggedInAt + SESSION_S * 1000 - Date.now() + 100)),
+    const until = (ms: number) =>
+      new Promise((resolve) => setTimeout(resolve, Math.max(0, loggedInAt + ms - Date.now())));
+    // Past userinfo_refresh_interval the edge reads the user again from the provider, and the
+    // renewed session rides on the agent's answer.
+    await until(1100);
+    const refreshed = await curl(ctx.service.edgePort!, HOST, '/refresh', [
+      '-H',
+      `Cookie: ngrok_session=${session.value}`,
+    ]);
+    expect(refreshed.status).toBe(200);
+    expect(refreshed.headers).toMatch(/x-userinfo-refreshed: true/i);
+    expect(refreshed.headers).toMatch(
+      /set-cookie: ngrok_session=[^;]+; Path=\/; HttpOnly; SameSite=Lax; Max-Age=\d/i,
     );
+    await until(SESSION_S * 1000 + 100);
     const answer = await curl(ctx.service.edgePort!, HOST, '/later', [
       '-H',
       `Cookie: ngrok_session=${session.value}`,

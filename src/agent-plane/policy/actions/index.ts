@@ -10,7 +10,7 @@ import { FORWARD_INTERNAL } from './forward-internal.ts';
 import { JWT_VALIDATION } from './jwt-validation.ts';
 import { LOG } from './log.ts';
 import { OAUTH } from './oauth.ts';
-import { OIDC } from './oidc.ts';
+import { OIDC, OIDC_ALIAS } from './oidc.ts';
 import { RATE_LIMIT } from './rate-limit.ts';
 import { REDIRECT } from './redirect.ts';
 import { REMOVE_HEADERS } from './remove-headers.ts';
@@ -34,6 +34,7 @@ export const ACTIONS: ReadonlyMap<string, ActionDefinition<never>> = new Map(
     LOG,
     OAUTH,
     OIDC,
+    OIDC_ALIAS,
     RATE_LIMIT,
     REDIRECT,
     REMOVE_HEADERS,

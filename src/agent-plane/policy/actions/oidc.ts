@@ -56,3 +56,6 @@ export const OIDC = defineAction<Config>({
     });
   },
 });
+
+/** `oidc`: the name ngrok's migration guide gives the same action (its results are `.oidc`). */
+export const OIDC_ALIAS = defineAction<Config>({ ...OIDC, type: 'oidc' });

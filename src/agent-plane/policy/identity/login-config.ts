@@ -86,12 +86,6 @@ export function loginSettings(
       'client_id and client_secret are required: this service has no managed applications',
     );
   }
-  if (config.userinfo_refresh_interval !== undefined) {
-    ctx.fail(
-      'userinfo_refresh_interval',
-      'is not supported: the user is read once per login (a session ends with max_session_duration)',
-    );
-  }
   for (const name of Object.keys(config.authz_url_params ?? {})) {
     if (FLOW_PARAMS.includes(name))
       ctx.fail(`authz_url_params.${name}`, 'is set by the login flow itself');
@@ -105,6 +99,7 @@ export function loginSettings(
     maxSessionMs:
       duration(ctx, 'max_session_duration', config.max_session_duration) ?? DEFAULT_MAX_SESSION_MS,
     idleSessionMs: duration(ctx, idleField, config[idleField]),
+    userinfoRefreshMs: duration(ctx, 'userinfo_refresh_interval', config.userinfo_refresh_interval),
     allowCorsPreflight: config.allow_cors_preflight ?? false,
     cookieDomain: config.auth_cookie_domain,
   };

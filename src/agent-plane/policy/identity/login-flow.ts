@@ -41,6 +41,8 @@ export interface LoginSettings {
   authzUrlParams: Record<string, string>;
   maxSessionMs: number;
   idleSessionMs?: number;
+  /** How often the user is read again from the provider's userinfo endpoint. */
+  userinfoRefreshMs?: number;
   allowCorsPreflight: boolean;
   cookieDomain?: string;
   /** Identifies the provider: a session made with another provider or client is not valid. */
@@ -56,6 +58,8 @@ interface Session {
   tokens: Tokens;
   start: number;
   seen: number;
+  /** When the user was last read from the provider. */
+  checked: number;
 }
 
 interface Pending extends PendingLogin {
@@ -113,7 +117,10 @@ export function loginRun(settings: LoginSettings): ActionRun {
     if (visit.path === LOGIN_PATH && mine)
       return startLogin(flow, localPath(visit.query.get('redirect_path'), '/'), true);
     const session = validSession(flow);
-    if (session !== undefined) return allow(flow, session);
+    if (session !== undefined) {
+      const current = await refreshedUser(flow, session);
+      if (current !== undefined) return allow(flow, current, current !== session);
+    }
     if (settings.allowCorsPreflight && isPreflight(x)) return 'continue';
     const target = x.request!.target;
     return startLogin(flow, localPath(target, '/'), false);
@@ -128,6 +135,8 @@ interface Flow {
   clientId: string;
   fp: string;
   x: Exchange;
+  /** Set when this request read the user again (userinfo_refresh_interval). */
+  userinfoRefreshed?: boolean;
 }
 
 function isPreflight(x: Exchange): boolean {
@@ -160,9 +169,32 @@ function validSession(f: Flow): Session | undefined {
   return s;
 }
 
+/**
+ * The session with its user read again when userinfo_refresh_interval passed; undefined when
+ * the provider no longer vouches for the user (the token was revoked, another subject): the
+ * browser logs in again, as ngrok's continuous authorization has it.
+ */
+async function refreshedUser(f: Flow, s: Session): Promise<Session | undefined> {
+  const every = f.settings.userinfoRefreshMs;
+  if (every === undefined || f.visit.now - s.checked < every) return s;
+  try {
+    const provider = await f.settings.resolve(f.x.services);
+    if (provider.userinfoUrl === undefined || s.tokens.access_token === undefined) {
+      return { ...s, checked: f.visit.now };
+    }
+    const claims = provider.idToken === undefined ? {} : { sub: s.user.id };
+    const user = await userOf(provider, s.tokens, claims, f.clientId);
+    if (user.id !== s.user.id) return undefined;
+    f.userinfoRefreshed = true;
+    return { ...s, user, checked: f.visit.now };
+  } catch {
+    return undefined;
+  }
+}
+
 /** Lets the request go on as the session's user; an idle bound is moved by a new cookie. */
-function allow(f: Flow, s: Session): 'continue' {
-  if (f.settings.idleSessionMs !== undefined) {
+function allow(f: Flow, s: Session, changed: boolean): 'continue' {
+  if (changed || f.settings.idleSessionMs !== undefined) {
     f.x.setCookies.push(sessionCookie(f, { ...s, seen: f.visit.now }));
   }
   report(f, 'allow', s);
@@ -183,7 +215,7 @@ function report(f: Flow, decision: 'allow' | 'block', s?: Session, error?: strin
     session_timed_out: false,
     session_max_duration_reached: false,
     ...previous,
-    userinfo_refreshed: false,
+    userinfo_refreshed: f.userinfoRefreshed === true,
     ...(s === undefined
       ? {}
       : {
@@ -285,7 +317,15 @@ async function newSession(f: Flow, pending: Pending, code: string): Promise<Sess
   const user = await userOf(provider, tokens, claims, f.clientId);
   if (user.id === '') throw new Error('the provider did not say who logged in');
   const sid = randomBytes(16).toString('base64url');
-  return { sid, fp: f.fp, user, tokens, start: f.visit.now, seen: f.visit.now };
+  return {
+    sid,
+    fp: f.fp,
+    user,
+    tokens,
+    start: f.visit.now,
+    seen: f.visit.now,
+    checked: f.visit.now,
+  };
 }
 
 /** Ends the session: its cookie is cleared; the browser goes to redirect_path, or is told so. */

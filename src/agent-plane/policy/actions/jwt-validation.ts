@@ -1,8 +1,8 @@
-import type { Schema } from '../action.ts';
-import { defineAction } from '../action.ts';
+import { type CompileContext, defineAction, type Schema } from '../action.ts';
 import { type Exchange, setResult } from '../exchange.ts';
 import { signingKeys } from '../identity/json-documents.ts';
 import { claimsProblem, decodeJwt, JWS_ALGORITHMS, signedBy } from '../identity/jwt.ts';
+import type { Template } from '../interpolate.ts';
 
 // jwt-validation: the request must carry every configured token (a header, or a field of a
 // JSON or form body), each a JWS signed with an allowed algorithm by a key of the configured
@@ -165,80 +165,104 @@ async function presented(x: Exchange, spec: TokenSpec): Promise<string | undefin
   return raw.slice(prefix.length).trim();
 }
 
+/** What a token must satisfy, compiled from the config. */
+interface Rules {
+  issuers: Template[];
+  audiences: string[];
+  jkus: Template[];
+  algorithms: string[];
+}
+
+function compileRules(config: Config, ctx: CompileContext): Rules {
+  const unique = (values: string[], field: string) => {
+    const twice = values.find((v, i) => values.indexOf(v) !== i);
+    if (twice !== undefined) ctx.fail(field, `'${twice}' is listed twice`);
+  };
+  const audiences = (config.audience?.allow_list ?? []).map((a) => a.value);
+  unique(
+    config.issuer.allow_list.map((i) => i.value),
+    'issuer.allow_list',
+  );
+  unique(audiences, 'audience.allow_list');
+  unique(
+    config.http.tokens.map((t) => `${t.method} ${t.name.toLowerCase()}`),
+    'http.tokens',
+  );
+  return {
+    issuers: config.issuer.allow_list.map((i, n) =>
+      ctx.template(i.value, `issuer.allow_list[${n}].value`),
+    ),
+    audiences,
+    jkus: config.jws.keys.sources.additional_jkus.map((u, n) =>
+      ctx.template(u, `jws.keys.sources.additional_jkus[${n}]`),
+    ),
+    algorithms: config.jws.allowed_algorithms,
+  };
+}
+
+/** The token checked against the rules: what was found of it, or why it is refused. */
+async function verify(
+  x: Exchange,
+  token: string,
+  spec: TokenSpec,
+  rules: Rules,
+): Promise<TokenResult | string> {
+  const jwt = decodeJwt(token);
+  if (jwt === undefined) return `the ${spec.name} token is not a JWT`;
+  const alg = String(jwt.header.alg);
+  if (!rules.algorithms.includes(alg)) {
+    return `the ${spec.name} token is signed with ${alg}, which is not allowed`;
+  }
+  if (spec.type === 'at+jwt' && !/^(application\/)?at\+jwt$/i.test(String(jwt.header.typ))) {
+    return `the ${spec.name} token is not of type at+jwt`;
+  }
+  const kid = typeof jwt.header.kid === 'string' ? jwt.header.kid : undefined;
+  for (const jku of rules.jkus) {
+    const keys = await signingKeys(x.services, jku.render(x.values), kid, alg).catch(() => []);
+    if (!keys.some((k) => signedBy(jwt, k, alg))) continue;
+    const problem = claimsProblem(jwt.payload, {
+      issuers: rules.issuers.map((i) => i.render(x.values)),
+      audiences: rules.audiences,
+      nowMs: x.services.now(),
+      skewMs: CLOCK_SKEW_MS,
+    });
+    if (problem !== undefined) return `the ${spec.name} token: ${problem}`;
+    return { ...jwt, location: spec.method, location_property: spec.name, verified: true };
+  }
+  return `the ${spec.name} token signature is not valid`;
+}
+
+/** The 401 of a request without valid tokens (ngrok's ERR_NGROK_3401, RFC 6750's challenge). */
+function refuse(x: Exchange, error: string): 'stop' {
+  x.answer = {
+    statusCode: 401,
+    headers: {
+      'www-authenticate': [
+        `Bearer error="invalid_token", error_description="${error.replace(/["\\]/g, '')}"`,
+      ],
+      'content-type': ['text/plain; charset=utf-8'],
+    },
+    body: `Your request lacks valid credentials: ${error}.\n`,
+  };
+  return 'stop';
+}
+
 export const JWT_VALIDATION = defineAction<Config>({
   type: 'jwt-validation',
   phases: ['on_http_request'],
   configRequired: true,
   schema: SCHEMA,
   compile(config, ctx) {
-    const unique = (values: string[], field: string) => {
-      const twice = values.find((v, i) => values.indexOf(v) !== i);
-      if (twice !== undefined) ctx.fail(field, `'${twice}' is listed twice`);
-    };
-    unique(
-      config.issuer.allow_list.map((i) => i.value),
-      'issuer.allow_list',
-    );
-    unique(
-      (config.audience?.allow_list ?? []).map((a) => a.value),
-      'audience.allow_list',
-    );
-    unique(
-      config.http.tokens.map((t) => `${t.method} ${t.name.toLowerCase()}`),
-      'http.tokens',
-    );
-    const issuers = config.issuer.allow_list.map((i, n) =>
-      ctx.template(i.value, `issuer.allow_list[${n}].value`),
-    );
-    const audiences = (config.audience?.allow_list ?? []).map((a) => a.value);
-    const jkus = config.jws.keys.sources.additional_jkus.map((u, n) =>
-      ctx.template(u, `jws.keys.sources.additional_jkus[${n}]`),
-    );
-    const algorithms = config.jws.allowed_algorithms;
-
-    async function verify(
-      x: Exchange,
-      token: string,
-      spec: TokenSpec,
-    ): Promise<TokenResult | string> {
-      const jwt = decodeJwt(token);
-      if (jwt === undefined) return `the ${spec.name} token is not a JWT`;
-      const found: TokenResult = {
-        ...jwt,
-        location: spec.method,
-        location_property: spec.name,
-        verified: false,
-      };
-      const alg = String(jwt.header.alg);
-      if (!algorithms.includes(alg))
-        return `the ${spec.name} token is signed with ${alg}, which is not allowed`;
-      if (spec.type === 'at+jwt' && !/^(application\/)?at\+jwt$/i.test(String(jwt.header.typ)))
-        return `the ${spec.name} token is not of type at+jwt`;
-      const kid = typeof jwt.header.kid === 'string' ? jwt.header.kid : undefined;
-      for (const jku of jkus) {
-        const keys = await signingKeys(x.services, jku.render(x.values), kid, alg).catch(() => []);
-        if (keys.some((k) => signedBy(jwt, k, alg))) {
-          const problem = claimsProblem(jwt.payload, {
-            issuers: issuers.map((i) => i.render(x.values)),
-            audiences,
-            nowMs: x.services.now(),
-            skewMs: CLOCK_SKEW_MS,
-          });
-          return problem === undefined
-            ? { ...found, verified: true }
-            : `the ${spec.name} token: ${problem}`;
-        }
-      }
-      return `the ${spec.name} token signature is not valid`;
-    }
-
+    const rules = compileRules(config, ctx);
     return async (x) => {
       const tokens: TokenResult[] = [];
       let error: string | undefined;
       for (const spec of config.http.tokens) {
         const token = await presented(x, spec);
         const result =
-          token === undefined ? `the ${spec.name} token is missing` : await verify(x, token, spec);
+          token === undefined
+            ? `the ${spec.name} token is missing`
+            : await verify(x, token, spec, rules);
         if (typeof result === 'string') {
           error = result;
           break;
@@ -249,18 +273,7 @@ export const JWT_VALIDATION = defineAction<Config>({
         tokens,
         ...(error === undefined ? {} : { error: { code: 'ERR_NGROK_3401', message: error } }),
       });
-      if (error === undefined) return 'continue';
-      x.answer = {
-        statusCode: 401,
-        headers: {
-          'www-authenticate': [
-            `Bearer error="invalid_token", error_description="${error.replace(/["\\]/g, '')}"`,
-          ],
-          'content-type': ['text/plain; charset=utf-8'],
-        },
-        body: `Your request lacks valid credentials: ${error}.\n`,
-      };
-      return 'stop';
+      return error === undefined ? 'continue' : refuse(x, error);
     };
   },
 });

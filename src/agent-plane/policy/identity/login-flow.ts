@@ -231,7 +231,7 @@ function report(f: Flow, decision: 'allow' | 'block', s?: Session, error?: strin
           refresh_token: s.tokens.refresh_token ?? '',
           expires_at: new Date(s.start + f.settings.maxSessionMs).toISOString(),
         }),
-    ...(error === undefined ? {} : { error: { code: 'ERR_NGROK_LOGIN', message: error } }),
+    ...(error === undefined ? {} : { error: { code: 'ERR_LOGIN_FAILED', message: error } }),
   };
 }
 

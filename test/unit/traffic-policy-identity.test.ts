@@ -172,6 +172,33 @@ describe('oauth sends the browser to the named provider', () => {
     },
   );
 
+  it('with two logins, each answers the callback of its own login only (by auth_id)', async () => {
+    const creds = { client_id: 'c', client_secret: 's' };
+    const policy = JSON.stringify({
+      on_http_request: [
+        {
+          actions: [
+            { type: 'oauth', config: { provider: 'github', auth_id: 'gh', ...creds } },
+            { type: 'oauth', config: { provider: 'gitlab', auth_id: 'lab', ...creds } },
+          ],
+        },
+      ],
+    });
+    const callback = (cookie: string) =>
+      runRequest(
+        policy,
+        requestExchange(
+          { target: '/ngrok/callback?code=x&state=y', headers: { cookie } },
+          services,
+        ),
+      );
+    const forLab = await callback('ngrok_nonce_lab=not-sealed');
+    expect(forLab.answer?.statusCode).toBe(400);
+    expect(forLab.answer?.body).toMatch(/href="\/ngrok\/login\?auth_id=lab"/);
+    const forGh = await callback('ngrok_nonce_gh=not-sealed');
+    expect(forGh.answer?.body).toMatch(/href="\/ngrok\/login\?auth_id=gh"/);
+  });
+
   it('/ngrok/login asks the provider to log in again; a redirect_path elsewhere is not followed', async () => {
     const { url, pending } = await redirectOf(
       'github',

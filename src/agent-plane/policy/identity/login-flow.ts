@@ -112,7 +112,7 @@ export function loginRun(settings: LoginSettings): ActionRun {
       .slice(0, 16);
     const flow: Flow = { settings, names, sealer, visit, clientId, fp, x };
     const mine = (visit.query.get('auth_id') ?? settings.authId) === settings.authId;
-    if (visit.path === CALLBACK_PATH) return callback(flow);
+    if (visit.path === CALLBACK_PATH) return othersLogin(flow) ? 'continue' : callback(flow);
     if (visit.path === LOGOUT_PATH && mine) return logout(flow);
     if (visit.path === LOGIN_PATH && mine)
       return startLogin(flow, localPath(visit.query.get('redirect_path'), '/'), true);
@@ -137,6 +137,12 @@ interface Flow {
   x: Exchange;
   /** Set when this request read the user again (userinfo_refresh_interval). */
   userinfoRefreshed?: boolean;
+}
+
+/** A callback for another login action of the policy (its nonce cookie, not ours). */
+function othersLogin(f: Flow): boolean {
+  if (f.visit.cookies.has(f.names.nonce)) return false;
+  return [...f.visit.cookies.keys()].some((name) => name.startsWith('ngrok_nonce'));
 }
 
 function isPreflight(x: Exchange): boolean {
@@ -201,9 +207,15 @@ function allow(f: Flow, s: Session, changed: boolean): 'continue' {
   return 'continue';
 }
 
+/** Browsers keep cookies of up to 4096 bytes; a session past it would be dropped silently. */
+const MAX_COOKIE_VALUE = 3800;
+
+/** The session's cookie; without the provider's tokens when they would not fit in one. */
 function sessionCookie(f: Flow, s: Session): string {
   const left = (s.start + f.settings.maxSessionMs - f.visit.now) / 1000;
-  return setCookie(f.names.session, f.sealer.seal(f.names.session, s), scopeOf(f), left);
+  let value = f.sealer.seal(f.names.session, s);
+  if (value.length > MAX_COOKIE_VALUE) value = f.sealer.seal(f.names.session, { ...s, tokens: {} });
+  return setCookie(f.names.session, value, scopeOf(f), left);
 }
 
 /** The decision for the event and the results for later rules. */

@@ -25,12 +25,15 @@ export const OIDC = defineAction<Config>({
     additionalProperties: false,
     required: ['issuer_url'],
     properties: {
-      issuer_url: { type: 'string', maxLength: 2048, pattern: '^https?://[^\\s?#]+$' },
+      issuer_url: { type: 'string', maxLength: 2048 },
       ...loginProperties('idle_session_duration'),
     },
   },
   compile(config, ctx) {
     const issuer = config.issuer_url;
+    if (!/^https?:\/\/[^\s?#{}<>]+$/.test(issuer) || !URL.canParse(issuer)) {
+      ctx.fail('issuer_url', `'${issuer}' is not an http(s) URL without query or fragment`);
+    }
     return loginRun({
       ...loginSettings(config, ctx, 'idle_session_duration'),
       result: 'oidc',

@@ -309,6 +309,14 @@ describe('openid-connect with a real provider, under a clock the test moves', ()
         requestExchange({ target, headers: { cookie: cookie.split(';')[0] } }, services),
       );
 
+    // Another account's endpoint with the same provider and client does not take the session.
+    const elsewhere = requestExchange(
+      { target: '/report', headers: { cookie: session.split(';')[0] } },
+      services,
+    );
+    const other = await runRequest(policy, { ...elsewhere, accountId: 'acct_other' });
+    expect(other.answer?.statusCode).toBe(302);
+
     clock.now += 50_000;
     const used = await visit(session);
     expect(used.answer).toBeUndefined();

@@ -45,7 +45,10 @@ export interface LoginSettings {
   userinfoRefreshMs?: number;
   allowCorsPreflight: boolean;
   cookieDomain?: string;
-  /** Identifies the provider: a session made with another provider or client is not valid. */
+  /**
+   * Identifies the provider: a session is valid only for the account, provider, client id and
+   * scopes it was made with (so it may span one account's endpoints under auth_cookie_domain).
+   */
   providerKey: string;
   resolve(services: PolicyServices): Promise<ResolvedProvider>;
 }
@@ -107,7 +110,7 @@ export function loginRun(settings: LoginSettings): ActionRun {
     const visit = visitOf(x);
     const clientId = settings.clientId.render(x.values);
     const fp = createHash('sha256')
-      .update(`${settings.providerKey}\n${clientId}\n${settings.scopes.join(' ')}`)
+      .update(`${x.accountId}\n${settings.providerKey}\n${clientId}\n${settings.scopes.join(' ')}`)
       .digest('base64url')
       .slice(0, 16);
     const flow: Flow = { settings, names, sealer, visit, clientId, fp, x };

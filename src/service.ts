@@ -157,7 +157,7 @@ async function startPlanes(started: Started): Promise<Service> {
   // One cache of IP restrictions: a change through the API applies at once to agents and edge.
   const ipRestrictions = createIpRestrictions(db, config.ipRestrictionCacheTtlMs);
   const { sni, certs } = certificates(started);
-  const policies = createEndpointPolicies({ db, ttlMs: config.edgePolicyCacheMs });
+  const policies = createEndpointPolicies({ db, ttlMs: config.edgePolicyCacheMs, keyring });
   started.policies = policies;
   const { app, routes } = await buildApp({
     config,

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import {
   type CompiledPolicy,
   compilePolicy,
@@ -27,6 +28,7 @@ export function policyServices(
       new Map(ids.filter((id) => id in ipPolicies).map((id) => [id, ipPolicies[id]])),
     state: new Map(),
     fetchJson: async (url) => (await fetch(url)).json(),
+    cookieKeys: [createHash('sha256').update('policy-exchange test cookies').digest()],
     now: () => clock.now,
   };
 }

@@ -48,7 +48,7 @@ const ALL = examples();
 describe("ngrok's documented Traffic Policy examples", () => {
   it('are all here: 164 examples from the actions, examples, gallery and concept pages', () => {
     expect(ALL).toHaveLength(164);
-    expect(ALL.filter((e) => e.expected === 'accepted')).toHaveLength(84);
+    expect(ALL.filter((e) => e.expected === 'accepted')).toHaveLength(100);
   });
 
   it.each(ALL.filter((e) => e.expected === 'accepted'))('accepts $name', ({ text, protocol }) => {

@@ -176,6 +176,8 @@ class BodyRelay {
     const first = this.#target === undefined;
     this.#target = target;
     for (const chunk of this.#kept ?? []) target.write(chunk);
+    // A bodiless request ends even while paused: its end may have passed while a policy waited.
+    if (first && this.#request.readableEnded) this.#ended = this.#started = true;
     if (this.#ended) return void target.end();
     if (!first) return void this.#request.resume();
     this.#request.on('data', (chunk: Buffer) => this.#relay(chunk));

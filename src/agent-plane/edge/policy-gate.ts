@@ -193,6 +193,9 @@ function send(
     return writeAnswer(response, x.answer, x.setCookies);
   }
   const { statusCode, headers } = x.response!;
+  // A login action's renewed session cookie rides on the upstream's answer.
+  if (x.setCookies.length > 0)
+    headers['set-cookie'] = [...(headers['set-cookie'] ?? []), ...x.setCookies];
   const encoding =
     x.compress === undefined ||
     headers['content-encoding'] !== undefined ||

@@ -1,7 +1,9 @@
+import type { Keyring } from '../../shared/secrets.ts';
 import { objectsOfKind } from '../../store/account-objects.ts';
 import type { Queryable } from '../../store/db.ts';
 import { type CompiledPolicy, compilePolicy, type EndpointProtocol } from './compile.ts';
 import type { PolicyServices } from './exchange.ts';
+import { COOKIE_KEY_PURPOSE } from './identity/login-flow.ts';
 
 // The cloud endpoints the edge runs policies for, found by hostname (a TCP endpoint by its
 // reserved address, `host:port`): read from the store once per
@@ -38,6 +40,8 @@ interface Entry {
 export function createEndpointPolicies(deps: {
   db: Queryable;
   ttlMs: number;
+  /** Derives the keys of the login actions' session cookies. */
+  keyring: Keyring;
   now?: () => number;
 }): EndpointPolicies {
   const now = deps.now ?? Date.now;
@@ -113,6 +117,7 @@ export function createEndpointPolicies(deps: {
         if (!res.ok) throw new Error(`${url}: HTTP ${res.status}`);
         return res.json();
       },
+      cookieKeys: deps.keyring.derive(COOKIE_KEY_PURPOSE),
       now,
     },
   };

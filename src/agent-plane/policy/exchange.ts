@@ -62,6 +62,8 @@ export interface PolicyServices {
   readonly state: Map<string, unknown>;
   /** Fetches JSON (JWKS, OpenID discovery) with a bounded time; cached by the caller. */
   fetchJson(url: string): Promise<unknown>;
+  /** Keys sealing the login actions' cookies, derived from SECRETS_KEY (current first). */
+  readonly cookieKeys: readonly Buffer[];
   now(): number;
 }
 

@@ -7,7 +7,10 @@ import { COMPRESS_RESPONSE } from './compress-response.ts';
 import { CUSTOM_RESPONSE } from './custom-response.ts';
 import { DENY } from './deny.ts';
 import { FORWARD_INTERNAL } from './forward-internal.ts';
+import { JWT_VALIDATION } from './jwt-validation.ts';
 import { LOG } from './log.ts';
+import { OAUTH } from './oauth.ts';
+import { OIDC, OIDC_ALIAS } from './oidc.ts';
 import { RATE_LIMIT } from './rate-limit.ts';
 import { REDIRECT } from './redirect.ts';
 import { REMOVE_HEADERS } from './remove-headers.ts';
@@ -27,7 +30,11 @@ export const ACTIONS: ReadonlyMap<string, ActionDefinition<never>> = new Map(
     CUSTOM_RESPONSE,
     DENY,
     FORWARD_INTERNAL,
+    JWT_VALIDATION,
     LOG,
+    OAUTH,
+    OIDC,
+    OIDC_ALIAS,
     RATE_LIMIT,
     REDIRECT,
     REMOVE_HEADERS,

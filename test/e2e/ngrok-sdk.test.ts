@@ -209,11 +209,11 @@ describe('ngrok agents through the agent ingress (the real @ngrok/ngrok SDK)', (
     );
     expect(notOurs?.message).toMatch(/not a domain of this account/);
     expect(notOurs?.errorCode).toBe('ERR_NGROK_319');
-    const withAuth = await forward({ domain: APP, basic_auth: 'user:password123' }).then(
+    const withOAuth = await forward({ domain: APP, oauth_provider: 'google' }).then(
       () => undefined,
       (error: Error) => error,
     );
-    expect(withAuth?.message).toMatch(/does not apply the endpoint option BasicAuth/);
+    expect(withOAuth?.message).toMatch(/does not apply the endpoint option OAuth/);
   });
 
   it('closes the SDK listener when the session is stopped through the API', async () => {

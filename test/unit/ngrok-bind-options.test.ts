@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { unsupportedOptions } from '../../src/agent-plane/ngrok/bind.ts';
+import { bindPolicy, unsupportedOptions } from '../../src/agent-plane/ngrok/bind-policy-options.ts';
 import { NgrokRefusal, ngrokError } from '../../src/agent-plane/ngrok/messages.ts';
 import { proxyPreamble } from '../../src/agent-plane/ngrok/tunnel-session.ts';
 
@@ -46,16 +46,63 @@ describe('ngrok Bind options', () => {
       Subdomain: 'x',
       SomethingNewer: 'set',
     };
+    // Module options and TrafficPolicy become the endpoint's policy (bind-policy-options.ts).
     expect(unsupportedOptions(used).sort()).toEqual(
-      [
-        'BasicAuth',
-        'Compression',
-        'TrafficPolicy',
-        'ProxyProto',
-        'HostHeaderRewrite',
-        'Subdomain',
-        'SomethingNewer',
-      ].sort(),
+      ['ProxyProto', 'HostHeaderRewrite', 'Subdomain', 'SomethingNewer'].sort(),
+    );
+  });
+
+  it("compiles module options before the agent's traffic_policy, and refuses what it cannot apply", () => {
+    const policy = bindPolicy(
+      {
+        ...PLAIN_HTTP,
+        BasicAuth: { Credentials: [{ Username: 'u', CleartextPassword: 'password1' }] },
+        IPRestriction: { AllowCIDRs: ['10.0.0.0/8'] },
+        UserAgentFilter: { Deny: ['(?i)curl'] },
+        RequestHeaders: { add: ['X-From:agent'], remove: ['X-Secret'] },
+        ResponseHeaders: { add: ['X-Served:yes'] },
+        CircuitBreaker: { ErrorThreshold: 0.5 },
+        Compression: {},
+        TrafficPolicy: 'on_http_request:\n  - actions: [{type: deny}]\n',
+      },
+      'https',
+    )!;
+    const types = (phase: 'on_http_request' | 'on_http_response') =>
+      policy.phases[phase].flatMap((rule) => rule.actions.map((a) => a.type));
+    expect(types('on_http_request')).toEqual([
+      'restrict-ips',
+      'deny',
+      'circuit-breaker',
+      'basic-auth',
+      'remove-headers',
+      'add-headers',
+      'deny',
+    ]);
+    expect(types('on_http_response')).toEqual(['add-headers', 'compress-response']);
+    expect(bindPolicy(PLAIN_HTTP, 'https')).toBeUndefined();
+    const refusal = (opts: Record<string, unknown>, proto = 'https') => {
+      try {
+        bindPolicy({ ...PLAIN_HTTP, ...opts }, proto);
+      } catch (error) {
+        return (error as NgrokRefusal).message;
+      }
+      return 'accepted';
+    };
+    expect(refusal({ TrafficPolicy: 'on_http_request:\n  - actions: [{type: nope}]\n' })).toMatch(
+      /^invalid traffic_policy: traffic_policy: on_http_request rule 0 action 0 \(nope\).*unknown action type 'nope'/,
+    );
+    expect(refusal({ OAuth: { Provider: 'google' } })).toMatch(
+      /does not apply the endpoint option OAuth/,
+    );
+    expect(refusal({ MutualTLSCA: { mutual_tls_ca: 'AA==' } })).toMatch(/option MutualTLSCA/);
+    expect(refusal({ RequestHeaders: { add: ['no-colon'] } })).toMatch(
+      /"no-colon" is not "Name:value"/,
+    );
+    expect(
+      refusal({ BasicAuth: { Credentials: [{ Username: 'u', HashedPassword: 'eA==' }] } }),
+    ).toMatch(/hashed passwords are not supported/);
+    expect(refusal({ Addr: 'x:1', IPRestriction: { AllowCIDRs: [] } }, 'tcp')).toMatch(
+      /option IPRestriction on tcp endpoints/,
     );
   });
 

@@ -277,11 +277,28 @@ on_http_request:
         'on_http_request:\n  - actions: [{type: forward-internal, config: {url: "https://example.com"}}]\n',
       ),
     ).toMatch(/is not an internal endpoint's URL/);
-    const x = await runRequest(
-      'on_http_request:\n  - actions: [{type: forward-internal, config: {url: "http://api.internal"}}]\n',
-      requestExchange(),
+    const forward = (onError: string) =>
+      `on_http_request:\n  - actions:\n    - {type: forward-internal, config: {url: "http://api.internal", on_error: ${onError}}}\n    - {type: custom-response, config: {status_code: 503, body: fallback}}\n`;
+    const online = requestExchange();
+    online.internalOnline = (host) => host === 'api.internal';
+    expect((await runRequest(forward('halt'), online)).forward).toEqual({
+      url: 'http://api.internal',
+      hostname: 'api.internal',
+    });
+    const offline = requestExchange();
+    offline.internalOnline = () => false;
+    const halted = await runRequest(forward('halt'), offline);
+    expect(halted.forward).toBeUndefined();
+    expect(halted.answer?.statusCode).toBe(404);
+    expect(String(halted.answer?.body)).toMatch(
+      /http:\/\/api.internal is offline.*ERR_NGROK_3200/s,
     );
-    expect(x.forward).toEqual({ url: 'http://api.internal', onError: 'halt' });
+    const continued = requestExchange();
+    continued.internalOnline = () => false;
+    expect((await runRequest(forward('continue'), continued)).answer?.statusCode).toBe(503);
+    // An internal endpoint's own policy (no internalOnline) forwards no further.
+    const second = await runRequest(forward('halt'), requestExchange());
+    expect(String(second.answer?.body)).toMatch(/does not forward again/);
     expect(
       refused('on_http_request:\n  - actions: [{type: close-connection, config: {now: true}}]\n'),
     ).toMatch(/unknown field 'now'/);

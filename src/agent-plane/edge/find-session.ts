@@ -1,4 +1,5 @@
 import type { Logger } from '../../shared/logger.ts';
+import { endpointKey, isInternalHostname } from '../sessions/internal-endpoints.ts';
 import type { DecideEndpointIp } from '../sessions/ip-allowed.ts';
 import type { LiveSession } from '../sessions/live-session.ts';
 import type { SessionRegistry } from '../sessions/registry.ts';
@@ -23,6 +24,8 @@ export interface SessionFinder {
    * answers the client itself when it returns true), absent for a request relayed here.
    */
   find(host: string, peer: Peer, relay?: (host: string) => Promise<boolean>): Promise<Route>;
+  /** This instance's session of the account's internal endpoint `hostname` (forward-internal). */
+  internal(accountId: string, hostname: string): LiveSession | undefined;
 }
 
 export function createSessionFinder(deps: {
@@ -39,7 +42,11 @@ export function createSessionFinder(deps: {
   }
 
   return {
+    internal: (accountId, hostname) =>
+      isInternalHostname(hostname) ? registry.byHost(endpointKey(accountId, hostname)) : undefined,
     async find(host, peer, relay) {
+      // Internal endpoints are reached only by forward-internal, never by Host or SNI.
+      if (isInternalHostname(host)) return { missing: `No endpoint is online for ${host}.` };
       const session = registry.byHost(host);
       if (session === undefined) {
         try {

@@ -8,6 +8,7 @@ import {
   createExchange,
   type EndpointPolicy,
   type Exchange,
+  endpointValues,
   type HeaderMap,
   headerMap,
   type PolicyServices,
@@ -69,6 +70,7 @@ export async function requestPhases(
   request: IncomingMessage,
   host: string,
   peer: Peer,
+  internalOnline?: (hostname: string) => boolean,
 ): Promise<{ x: Exchange; body: () => Readable | undefined }> {
   const scheme = peer.tls === undefined ? 'http' : 'https';
   const headers = headerMap(request.headers);
@@ -104,12 +106,36 @@ export async function requestPhases(
   });
   const reader = bodyReader(request);
   x.readBody = reader.readBody;
+  x.internalOnline = internalOnline;
   // on_tcp_connect runs with each request: the edge's connections are not per endpoint.
   if ((await runPhase(endpoint.policy, 'on_tcp_connect', x)) === 'continue') {
     x.phase = 'on_http_request';
     await runPhase(endpoint.policy, 'on_http_request', x);
   }
   return { x, body: reader.forAgent };
+}
+
+/**
+ * The same request through a second endpoint's policy (forward-internal's target, or the agent
+ * endpoint behind a cloud one): its own endpoint variables and counters, the request as the
+ * first left it, one set of decisions; it forwards no further.
+ */
+export async function nextPhases(endpoint: EndpointPolicy, first: Exchange): Promise<Exchange> {
+  const x: Exchange = {
+    ...first,
+    endpointId: endpoint.id,
+    values: {
+      ...first.values,
+      endpoint: endpointValues({ id: endpoint.id, url: endpoint.url, protocol: endpoint.proto }),
+    },
+    forward: undefined,
+    internalOnline: undefined,
+  };
+  if ((await runPhase(endpoint.policy, 'on_tcp_connect', x)) === 'continue') {
+    x.phase = 'on_http_request';
+    await runPhase(endpoint.policy, 'on_http_request', x);
+  }
+  return x;
 }
 
 /** Writes a policy's answer (custom-response, deny, redirect, a 401 or 429) to the client. */
@@ -153,12 +179,26 @@ function counter(tally: { bytes: number }): Transform {
   });
 }
 
-/** The agent's answer through on_http_response and compress-response, to the client. */
-export function responder(
-  endpoint: EndpointPolicy,
-  x: Exchange,
-  request: IncomingMessage,
-): Responder {
+/** One endpoint's policy and its exchange of the request. */
+export interface PolicyRun {
+  endpoint: EndpointPolicy;
+  x: Exchange;
+}
+
+/** The response phases in order, nearest the agent first; the exchange that answers or last. */
+async function responsePhases(runs: readonly PolicyRun[]): Promise<Exchange> {
+  for (const { endpoint, x } of runs) {
+    await runPhase(endpoint.policy, 'on_http_response', x);
+    if (x.answer !== undefined) return x;
+  }
+  return runs.at(-1)!.x;
+}
+
+/**
+ * The agent's answer through on_http_response and compress-response, to the client: `runs`
+ * nearest the agent first (an agent endpoint's policy, then the cloud endpoint's, as ngrok).
+ */
+export function responder(runs: readonly PolicyRun[], request: IncomingMessage): Responder {
   return (answer, fields, response) => {
     // The body waits while on_http_response runs (a byte counter already made it flow).
     answer.pause();
@@ -166,10 +206,19 @@ export function responder(
     for (let i = 0; i < fields.length; i += 2) {
       appendValue(headers, fields[i].toLowerCase(), fields[i + 1]);
     }
-    x.response = { statusCode: answer.statusCode!, headers };
-    withResponse(x.values, x.response);
-    runPhase(endpoint.policy, 'on_http_response', x).then(
-      () => send(x, answer, response, request),
+    const head = { statusCode: answer.statusCode!, headers };
+    for (const { x } of runs) {
+      x.response = head;
+      withResponse(x.values, head);
+    }
+    responsePhases(runs).then(
+      (x) =>
+        send(
+          { ...x, compress: runs.find((r) => r.x.compress)?.x.compress },
+          answer,
+          response,
+          request,
+        ),
       () => {
         answer.destroy();
         writeAnswer(response, {

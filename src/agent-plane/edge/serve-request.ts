@@ -1,13 +1,13 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Readable } from 'node:stream';
 import type { Logger } from '../../shared/logger.ts';
 import type { EndpointPolicies, EndpointPolicy, Exchange } from '../policy/index.ts';
 import type { LiveSession } from '../sessions/live-session.ts';
 import { CLIENT_CLOSED_REQUEST, errorPage } from './edge-answers.ts';
+import { runChain } from './endpoint-chain.ts';
 import type { SessionFinder } from './find-session.ts';
 import { forwardRequest } from './forward-request.ts';
 import type { Peer } from './peer.ts';
-import { requestPhases, responder, toNodeHeaders, writeAnswer } from './policy-gate.ts';
+import { responder } from './policy-gate.ts';
 import { forwardedHeaders } from './proxy-headers.ts';
 import type { RecordRequest } from './record-event.ts';
 import type { AgentStreams } from './stream-pool.ts';
@@ -122,49 +122,40 @@ async function forward(
     errorPage(response, 403, 'Your address is not allowed by an IP restriction.');
     return;
   }
-  let via: { target?: string; headers: IncomingMessage['headers']; body?: Readable } = {
-    headers: request.headers,
-  };
-  if (endpoint !== undefined) {
-    // The body waits while the policy runs (counted() made it flow): nothing of it is lost.
-    request.pause();
-    const ran = await requestPhases(endpoint, steps.policies!.services, request, host, peer);
-    exchange = ran.x;
-    if (exchange.close) return void request.socket.destroy();
-    if (exchange.answer !== undefined) {
-      request.resume();
-      return writeAnswer(response, exchange.answer, exchange.setCookies);
-    }
-    if (exchange.forward !== undefined) {
-      // Internal endpoints are not bound yet (docs/traffic-policy.md): never another account's.
-      request.resume();
-      return errorPage(
-        response,
-        502,
-        `The internal endpoint ${exchange.forward.url} is not online.`,
-      );
-    }
-    via = {
-      target: exchange.request?.target,
-      headers: toNodeHeaders(exchange.request?.headers ?? {}),
-      body: ran.body(),
-    };
-    // Flows again from the next tick, once forwardRequest listens.
-    if (via.body === undefined) request.resume();
+  const services = steps.policies?.services;
+  if (services === undefined && session?.policy !== undefined) {
+    request.resume();
+    return errorPage(response, 503, 'The endpoint policy cannot run on this edge.');
   }
-  if (session === undefined) {
+  const chain =
+    services === undefined
+      ? { runs: [], handled: false, session, via: { headers: request.headers } }
+      : await runChain(
+          { finder: steps.finder, services },
+          { session, endpoint },
+          host,
+          request,
+          response,
+          peer,
+        );
+  exchange = chain.runs.at(-1)?.x;
+  if (chain.handled) return;
+  const agent = chain.session;
+  if (agent === undefined) {
     request.resume();
     return errorPage(response, 502, `No agent is connected for ${host}.`);
   }
   // The client left while its address was checked: nothing goes to the agent.
   if (request.socket.destroyed) return;
-  answered = forwardRequest(steps.streams(session, peer), request, response, {
+  const { via } = chain;
+  answered = forwardRequest(steps.streams(agent, peer), request, response, {
     host,
     headers: forwardedHeaders(request, host, peer, false, via.headers),
     timeoutMs: steps.timeoutMs,
     logger: steps.logger,
     target: via.target,
     body: via.body,
-    respond: exchange === undefined ? undefined : responder(endpoint!, exchange, request),
+    // on_http_response runs nearest the agent first.
+    respond: chain.runs.length === 0 ? undefined : responder(chain.runs.toReversed(), request),
   });
 }

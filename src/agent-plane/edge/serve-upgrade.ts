@@ -3,7 +3,7 @@ import type { Duplex } from 'node:stream';
 import type { Decisions } from '../policy/index.ts';
 import { refuseUpgrade } from './edge-answers.ts';
 import type { Peer } from './peer.ts';
-import { requestPhases, toNodeHeaders } from './policy-gate.ts';
+import { nextPhases, requestPhases, toNodeHeaders } from './policy-gate.ts';
 import { forwardedHeaders } from './proxy-headers.ts';
 import type { RequestSteps } from './serve-request.ts';
 import { tunnelUpgrade, type UpgradeOutcome } from './upgrade-tunnel.ts';
@@ -53,9 +53,17 @@ export async function serveUpgrade(
     return done(403);
   }
   let fields = request.headers;
-  const endpoint = await steps.policies?.forHost(host);
-  if (endpoint !== undefined && endpoint.accountId === session.facts.credential.accountId) {
-    const { x } = await requestPhases(endpoint, steps.policies!.services, request, host, peer);
+  const cloud = await steps.policies?.forHost(host);
+  const endpoint =
+    cloud !== undefined && cloud.accountId === session.facts.credential.accountId
+      ? cloud
+      : session.policy;
+  if (endpoint !== undefined) {
+    let { x } = await requestPhases(endpoint, steps.policies!.services, request, host, peer);
+    // The agent endpoint's own policy runs after the cloud one's (docs/decisions.md#policy-chain).
+    if (endpoint === cloud && session.policy !== undefined && !x.answer && !x.close && !x.forward) {
+      x = await nextPhases(session.policy, x);
+    }
     decisions = x.decisions;
     const status = x.answer?.statusCode ?? (x.close || x.forward ? 502 : undefined);
     if (status !== undefined) {

@@ -1,5 +1,6 @@
 import type { Config } from '../../config/load.ts';
 import type { Queryable } from '../../store/db.ts';
+import type { CompiledPolicy } from '../policy/index.ts';
 import type { AgentCredential } from '../sessions/authenticate.ts';
 import {
   assignedTcpAddress,
@@ -7,15 +8,17 @@ import {
   sessionRegion,
   tcpBind,
 } from '../sessions/bind-policy.ts';
+import { bindPolicy } from './bind-policy-options.ts';
 import { type BindRequest, NGROK_ERRORS, NgrokRefusal } from './messages.ts';
 
 // Bind: which endpoint an ngrok agent asks for, checked by the same rules as an SSH bind
 // (bind-policy.ts: names the account's claims cover and no other account's encloses, allowed by
 // the credential's acl; a TCP endpoint on one of the account's reserved addresses). The URL is
-// answered as ngrok does. Endpoint options the service does not apply are refused by name, never
-// ignored. TCP without an address gets a port of TCP_ADDR_PORTS for the session (ngrok's random
-// address), in the region of the name the agent dialled. A `tls` endpoint is named as an HTTPS
-// one is, by the same rules; the edge passes its connections through by SNI.
+// answered as ngrok does. Endpoint options become the endpoint's policy (bind-policy-options.ts)
+// or are refused by name, never ignored. TCP without an address gets a port of TCP_ADDR_PORTS for
+// the session (ngrok's random address), in the region of the name the agent dialled. A `tls`
+// endpoint is named as an HTTPS one is, by the same rules; the edge passes its connections
+// through by SNI.
 
 /** A granted bind. */
 export interface Binding {
@@ -28,45 +31,8 @@ export interface Binding {
   tcp?: { host: string; port: number };
   /** For TCP: the port was assigned for the session (no Addr), not a reserved address's. */
   assigned?: boolean;
-}
-
-/** HTTP endpoint options and the value that means "not used" (anything else is a use). */
-const HTTP_OPTIONS_UNUSED: Record<string, unknown> = {
-  Auth: '',
-  Subdomain: '',
-  HostHeaderRewrite: false,
-  ProxyProto: 0,
-};
-/** Options ngrok sends as null when unused. */
-const NULLABLE_OPTIONS = [
-  'BasicAuth',
-  'IPRestriction',
-  'RequestHeaders',
-  'ResponseHeaders',
-  'Compression',
-  'CircuitBreaker',
-  'OAuth',
-  'OIDC',
-  'WebhookVerification',
-  'UserAgentFilter',
-  'TrafficPolicy',
-  'MutualTLSCA',
-  'WebsocketTCPConverter',
-];
-/** Options read here; any other key the agent sets is unknown to this server. */
-const READ_OPTIONS = new Set(['Domain', 'Hostname', 'URL', 'Addr', 'LocalUrlScheme']);
-
-/** The options `opts` uses that this server does not apply. */
-export function unsupportedOptions(opts: Record<string, unknown>): string[] {
-  return Object.entries(opts)
-    .filter(([key, value]) => {
-      if (READ_OPTIONS.has(key) || value === null || value === undefined) return false;
-      if (key in HTTP_OPTIONS_UNUSED) return value !== HTTP_OPTIONS_UNUSED[key];
-      if (NULLABLE_OPTIONS.includes(key)) return true;
-      // Unknown keys: refused unless empty (a newer agent's field it left unset).
-      return value !== '' && value !== false && value !== 0;
-    })
-    .map(([key]) => key);
+  /** The endpoint's Traffic Policy (bind-policy-options.ts), when its Bind asks for one. */
+  policy?: CompiledPolicy;
 }
 
 /** The refusal of a bind policy's reason, with ngrok's code where it has one. */
@@ -110,14 +76,9 @@ export async function checkBind(
 ): Promise<Binding> {
   const proto = request.Proto ?? '';
   const opts = request.Opts ?? {};
-  const unsupported = unsupportedOptions(opts);
-  if (unsupported.length > 0) {
-    throw new NgrokRefusal(
-      `this server does not apply the endpoint option${unsupported.length > 1 ? 's' : ''} ${unsupported.join(', ')}: remove ${unsupported.length > 1 ? 'them' : 'it'} from the listener`,
-    );
-  }
+  const policy = bindPolicy(opts, proto);
   if (proto === 'http' || proto === 'https' || proto === 'tls') {
-    return hostnameBind(db, config, credential, proto, opts);
+    return { ...(await hostnameBind(db, config, credential, proto, opts)), policy };
   }
   if (proto === 'tcp') return tcpEndpointBind(db, config, credential, opts, hints);
   throw new NgrokRefusal(`"${proto}" is not an endpoint protocol: use http, https, tcp or tls`);

@@ -43,6 +43,13 @@ export function tunnelSession(deps: {
     facts: deps.facts,
     hostname: binding.endpoint,
     passthroughTls: binding.proto === 'tls',
+    policy: binding.policy && {
+      id: deps.facts.id,
+      accountId: deps.facts.credential.accountId,
+      url: binding.url,
+      proto: binding.proto === 'http' ? 'http' : 'https',
+      policy: binding.policy,
+    },
     async openStream(client): Promise<Duplex> {
       if (open >= deps.maxStreams) {
         const error = new Error('the agent has too many requests open (MAX_CHANNELS_PER_SESSION)');

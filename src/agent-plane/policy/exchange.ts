@@ -84,8 +84,13 @@ export interface Exchange {
   answer?: Answer;
   /** Set by close-connection and by deny in on_tcp_connect. */
   close?: boolean;
-  /** Set by forward-internal: the internal endpoint's URL. */
-  forward?: { url: string; onError: 'halt' | 'continue' };
+  /** Set by forward-internal: the internal endpoint it forwards to (online when it ran). */
+  forward?: { url: string; hostname: string };
+  /**
+   * Whether the account's internal endpoint `hostname` is online, as the edge knows it; absent
+   * where forward-internal cannot forward (an internal endpoint's own policy: no second hop).
+   */
+  internalOnline?: (hostname: string) => boolean;
   /** Set by compress-response: the algorithms it may use, preferred first. */
   compress?: readonly string[];
   /** Work after the response (a circuit breaker counting the outcome). */

@@ -25,6 +25,7 @@ export { hasPhase, runPhase } from './run.ts';
 export {
   type ConnectionFacts,
   connectionValues,
+  endpointValues,
   headerMap,
   type RequestFacts,
   withRequest,

@@ -16,7 +16,8 @@ export interface ConnectionFacts {
   endpoint: { id: string; url: string; protocol: 'http' | 'https' | 'tcp' };
 }
 
-function endpointValues(e: ConnectionFacts['endpoint']) {
+/** The `endpoint.*` variables of an endpoint. */
+export function endpointValues(e: ConnectionFacts['endpoint']) {
   const url = new URL(e.url);
   const port = url.port === '' ? (url.protocol === 'https:' ? 443 : 80) : Number(url.port);
   return {

@@ -7,6 +7,7 @@ import { claimsAt, claimsUnder } from '../../store/domain-claims.ts';
 import { heldPorts, takenPorts } from '../../store/reserved-addrs.ts';
 import { aclAllows } from './acl.ts';
 import type { AgentCredential } from './authenticate.ts';
+import { isInternalHostname } from './internal-endpoints.ts';
 
 // Which hostnames an agent may bind (docs/decisions.md#name-claims): names of its account (an
 // Agent Ingress domain, its region domains or any name under it; a reserved domain, or a name
@@ -68,8 +69,11 @@ export async function bindRefusal(
   if (!HOSTNAME.test(hostname)) {
     return `"${hostname}" is not a hostname: use ssh -R <hostname>:80:localhost:<port>`;
   }
-  const refusal = await hostnameRefusal(db, config, credential.accountId, hostname);
-  if (refusal !== undefined) return refusal;
+  // An internal name is the account's own (internal-endpoints.ts): no claim covers one.
+  if (!isInternalHostname(hostname)) {
+    const refusal = await hostnameRefusal(db, config, credential.accountId, hostname);
+    if (refusal !== undefined) return refusal;
+  }
   if (!aclAllows(credential.acl, hostname)) {
     return `the credential's acl does not allow binding "${hostname}"`;
   }

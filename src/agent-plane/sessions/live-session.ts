@@ -1,5 +1,6 @@
 import type { Duplex } from 'node:stream';
 import type { Caller } from '../../shared/caller.ts';
+import type { EndpointPolicy } from '../policy/index.ts';
 import type { SessionFacts } from './session-events.ts';
 
 // What the edge knows of an agent's live session, whatever protocol the agent speaks: its facts,
@@ -31,6 +32,8 @@ export interface LiveSession extends StreamSource {
   hostname: string;
   /** A TLS endpoint: the edge's TLS listener passes its connections through unterminated. */
   passthroughTls?: boolean;
+  /** The agent endpoint's own Traffic Policy (an ngrok agent's Bind), run by the edge. */
+  policy?: EndpointPolicy;
   /** Ends the session; the stop event carries `reason`. */
   end(reason: string, principal?: Caller): Promise<void>;
   /**

@@ -11,6 +11,7 @@ import {
   sessionOfAccount,
 } from '../../store/agent-sessions.ts';
 import type { Db } from '../../store/db.ts';
+import { sessionKey } from './internal-endpoints.ts';
 import type { AgentCommand, LiveSession } from './live-session.ts';
 import { STOP_REASONS } from './session-events.ts';
 
@@ -27,7 +28,7 @@ export interface SessionRegistry {
   /** Adds a session, or says why it cannot be (its hostname taken, the account at its limit). */
   claim(session: LiveSession): Promise<string | undefined>;
   release(session: LiveSession): Promise<void>;
-  /** This instance's session serving `hostname`. */
+  /** This instance's session serving `hostname` (an internal one: endpointKey's key). */
   byHost(hostname: string): LiveSession | undefined;
   /** This instance's session `id` of the account; undefined for another account's. */
   get(accountId: string, id: string): LiveSession | undefined;
@@ -94,7 +95,7 @@ function rowOf(session: LiveSession, owner: { id: string; url: string }): Sessio
   return {
     id: facts.id,
     account_id: facts.credential.accountId,
-    endpoint: session.hostname,
+    endpoint: sessionKey(session),
     owner_id: owner.id,
     owner_url: owner.url,
     credential_id: facts.credential.id,
@@ -165,7 +166,7 @@ export function createSessionRegistry(deps: SessionRegistryDeps): SessionRegistr
       const refused = await claimSession(db, rowOf(session, owner), { maxPerAccount, leaseMs });
       if (refused === undefined) {
         byId.set(session.facts.id, session);
-        byHost.set(session.hostname, session);
+        byHost.set(sessionKey(session), session);
         return undefined;
       }
       if ('full' in refused) {
@@ -180,7 +181,7 @@ export function createSessionRegistry(deps: SessionRegistryDeps): SessionRegistr
     async release(session) {
       if (byId.get(session.facts.id) !== session) return;
       byId.delete(session.facts.id);
-      byHost.delete(session.hostname);
+      byHost.delete(sessionKey(session));
       await releaseSession(db, session.facts.id, owner.id);
     },
     byHost: (hostname) => byHost.get(hostname),

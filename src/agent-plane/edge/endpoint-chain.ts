@@ -1,0 +1,85 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Readable } from 'node:stream';
+import type { EndpointPolicy, Exchange, PolicyServices } from '../policy/index.ts';
+import type { LiveSession } from '../sessions/live-session.ts';
+import type { SessionFinder } from './find-session.ts';
+import type { Peer } from './peer.ts';
+import {
+  nextPhases,
+  type PolicyRun,
+  requestPhases,
+  toNodeHeaders,
+  writeAnswer,
+} from './policy-gate.ts';
+
+// The endpoints a request meets, in ngrok's order (docs/decisions.md#policy-chain): the cloud
+// endpoint on the Host, whose forward-internal may hand it to an internal endpoint of the same
+// account; then the policy of the agent endpoint that gets it (an ngrok agent's Bind). At most
+// two policies run, on one exchange's decisions, so the request's event is written once.
+
+/** How the request goes on after the policies' request phases. */
+export interface Chain {
+  /** The policies that ran, in the order they ran. */
+  runs: PolicyRun[];
+  /** True when a policy answered or closed the connection: nothing goes to an agent. */
+  handled: boolean;
+  /** The agent that gets the request (forward-internal's target, or the Host's). */
+  session?: LiveSession;
+  /** The request as the policies left it, for the agent. */
+  via: { target?: string; headers: IncomingMessage['headers']; body?: Readable };
+}
+
+/** Answers or closes when the policy ended the request; true then. */
+function settled(x: Exchange, request: IncomingMessage, response: ServerResponse): boolean {
+  if (x.close) {
+    request.socket.destroy();
+    return true;
+  }
+  if (x.answer === undefined) return false;
+  request.resume();
+  writeAnswer(response, x.answer, x.setCookies);
+  return true;
+}
+
+/** Runs the request phases of the endpoints `request` meets; the body waits meanwhile. */
+export async function runChain(
+  steps: { finder: Pick<SessionFinder, 'internal'>; services: PolicyServices },
+  target: { session?: LiveSession; endpoint?: EndpointPolicy },
+  host: string,
+  request: IncomingMessage,
+  response: ServerResponse,
+  peer: Peer,
+): Promise<Chain> {
+  let { session } = target;
+  const first = target.endpoint ?? session?.policy;
+  if (first === undefined)
+    return { runs: [], handled: false, session, via: { headers: request.headers } };
+  const { accountId } = first;
+  const online = (hostname: string) => steps.finder.internal(accountId, hostname) !== undefined;
+  // The body waits while the policies run (a byte counter made it flow): nothing of it is lost.
+  request.pause();
+  const ran = await requestPhases(first, steps.services, request, host, peer, online);
+  let x = ran.x;
+  const runs: PolicyRun[] = [{ endpoint: first, x }];
+  if (settled(x, request, response)) return { runs, handled: true, via: { headers: {} } };
+  let second: EndpointPolicy | undefined;
+  if (x.forward !== undefined) {
+    session = steps.finder.internal(accountId, x.forward.hostname);
+    second = session?.policy;
+  } else if (first === target.endpoint) {
+    second = session?.policy;
+  }
+  if (second !== undefined) {
+    x = await nextPhases(second, x);
+    runs.push({ endpoint: second, x });
+    if (settled(x, request, response)) return { runs, handled: true, via: { headers: {} } };
+  }
+  const via = {
+    target: x.request?.target,
+    headers: toNodeHeaders(x.request?.headers ?? {}),
+    body: ran.body(),
+  };
+  // Flows again from the next tick, once forwardRequest listens.
+  if (via.body === undefined) request.resume();
+  return { runs, handled: false, session, via };
+}

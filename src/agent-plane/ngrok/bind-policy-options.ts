@@ -1,0 +1,213 @@
+import {
+  ACTIONS,
+  type CompiledPolicy,
+  compilePolicy,
+  PHASES,
+  PolicyError,
+} from '../policy/index.ts';
+import { NgrokRefusal } from './messages.ts';
+
+// An ngrok agent endpoint's Traffic Policy, from its Bind: the `TrafficPolicy` option (the SDK's
+// `traffic_policy`, YAML or JSON, compiled like a cloud endpoint's) after ngrok's older module
+// options as the actions they are now (BasicAuth → basic-auth, IPRestriction → restrict-ips, …),
+// as ngrok prepends them. Options the service does not apply are refused by name, never ignored.
+
+type Opts = Record<string, unknown>;
+type Phase = (typeof PHASES)[number];
+/** A rule of a policy document, as the compiler reads it. */
+type Rule = { name: string; expressions?: string[]; actions: { type: string; config?: object }[] };
+/** The rules one module option stands for, by phase. */
+type ModuleRules = Partial<Record<Phase, Rule[]>>;
+
+/** HTTP endpoint options and the value that means "not used" (anything else is a use). */
+const HTTP_OPTIONS_UNUSED: Record<string, unknown> = {
+  Auth: '',
+  Subdomain: '',
+  HostHeaderRewrite: false,
+  ProxyProto: 0,
+};
+/** Options ngrok sends as null when unused, and that this server does not apply. */
+const REFUSED_OPTIONS = ['MutualTLSCA', 'WebsocketTCPConverter'];
+/** Options read by the bind itself. */
+const READ_OPTIONS = new Set(['Domain', 'Hostname', 'URL', 'Addr', 'LocalUrlScheme']);
+
+/**
+ * A module option's field, whatever the agent's spelling: ngrok's Rust SDKs send snake_case
+ * (`allow_cidrs`), its Go agent the Go names (`AllowCIDRs`); ngrok reads both, like Go's JSON.
+ */
+function get(value: Opts, name: string): unknown {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const wanted = name.toLowerCase().replaceAll('_', '');
+  const key = Object.keys(value).find((k) => k.toLowerCase().replaceAll('_', '') === wanted);
+  return key === undefined ? undefined : value[key];
+}
+
+/** A module option's text as is: `${` would be CEL interpolation in the action it becomes. */
+function plain(option: string, text: string): string {
+  if (text.includes('${')) throw new NgrokRefusal(`${option}: "\${" cannot be used in its values`);
+  return text;
+}
+
+const list = (value: unknown): string[] =>
+  Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : [];
+const rule = (name: string, type: string, config?: object, expressions?: string[]): Rule => ({
+  name,
+  ...(expressions && { expressions }),
+  actions: [{ type, ...(config && { config }) }],
+});
+
+/** `Add: ["Name:value"]` and `Remove: [names]` of ngrok's header options, as actions. */
+function headerRules(name: string, value: Opts): Rule[] {
+  const added: Record<string, string> = {};
+  for (const field of list(get(value, 'add'))) {
+    const at = field.indexOf(':');
+    if (at <= 0) throw new NgrokRefusal(`${name}: "${field}" is not "Name:value"`);
+    added[field.slice(0, at).trim()] = plain(name, field.slice(at + 1).trim());
+  }
+  const removed = list(get(value, 'remove'));
+  return [
+    ...(removed.length > 0 ? [rule(name, 'remove-headers', { headers: removed })] : []),
+    ...(Object.keys(added).length > 0 ? [rule(name, 'add-headers', { headers: added })] : []),
+  ];
+}
+
+/** `Credentials: [{Username, CleartextPassword}]` as basic-auth's `user:password` list. */
+function basicAuthRules(value: Opts): ModuleRules {
+  const credentials = ([get(value, 'credentials') ?? []].flat() as Opts[]).map((c: Opts) => {
+    const hashed = get(c, 'hashed_password');
+    if (typeof hashed === 'string' && hashed !== '') {
+      throw new NgrokRefusal('BasicAuth: hashed passwords are not supported: send the password');
+    }
+    return plain(
+      'BasicAuth',
+      `${String(get(c, 'username') ?? '')}:${String(get(c, 'cleartext_password') ?? '')}`,
+    );
+  });
+  return { on_http_request: [rule('BasicAuth', 'basic-auth', { credentials })] };
+}
+
+/** A CEL string literal of `text`. */
+const literal = (text: string) => JSON.stringify(text);
+
+/** Allow and deny regexes on the User-Agent: an allowed match wins, as ngrok's module. */
+function userAgentRules(value: Opts): ModuleRules {
+  const matches = (res: string[]) =>
+    res.map((re) => `getReqHeader("user-agent").exists(u, u.matches(${literal(re)}))`).join(' || ');
+  const allow = list(get(value, 'allow'));
+  const deny = list(get(value, 'deny'));
+  const allowed = allow.length > 0 ? `(${matches(allow)})` : 'false';
+  const denied = deny.length > 0 ? `(${matches(deny)})` : allow.length > 0 ? 'true' : 'false';
+  return {
+    on_http_request: [
+      rule('UserAgentFilter', 'deny', { status_code: 403 }, [`!${allowed} && ${denied}`]),
+    ],
+  };
+}
+
+/** Each module option ngrok's agents send, as the rules ngrok now runs for it. */
+const MODULES: Record<string, (value: Opts) => ModuleRules> = {
+  IPRestriction: (v) => ({
+    on_http_request: [
+      rule('IPRestriction', 'restrict-ips', {
+        allow: list(get(v, 'allow_cidrs')),
+        deny: list(get(v, 'deny_cidrs')),
+      }),
+    ],
+  }),
+  UserAgentFilter: userAgentRules,
+  CircuitBreaker: (v) => ({
+    on_http_request: [
+      rule('CircuitBreaker', 'circuit-breaker', {
+        error_threshold: Number(get(v, 'error_threshold') ?? 0),
+      }),
+    ],
+  }),
+  BasicAuth: basicAuthRules,
+  OAuth: () => identityRules('OAuth', 'oauth'),
+  OIDC: () => identityRules('OIDC', 'oidc'),
+  WebhookVerification: (v) => ({
+    on_http_request: [
+      rule('WebhookVerification', 'verify-webhook', {
+        provider: String(get(v, 'provider') ?? '').toLowerCase(),
+        secret: plain('WebhookVerification', String(get(v, 'secret') ?? '')),
+      }),
+    ],
+  }),
+  RequestHeaders: (v) => ({ on_http_request: headerRules('RequestHeaders', v) }),
+  ResponseHeaders: (v) => ({ on_http_response: headerRules('ResponseHeaders', v) }),
+  Compression: () => ({ on_http_response: [rule('Compression', 'compress-response')] }),
+};
+
+/** OAuth and OIDC: refused by name (their module options have no mapping here yet). */
+function identityRules(option: string, type: string): ModuleRules {
+  const instead = ACTIONS.has(type) ? `use the ${type} action in a traffic_policy` : 'remove it';
+  throw new NgrokRefusal(`this server does not apply the endpoint option ${option}: ${instead}`);
+}
+
+/** The options `opts` uses that this server does not apply (a module option is applied). */
+export function unsupportedOptions(opts: Opts): string[] {
+  return Object.entries(opts)
+    .filter(([key, value]) => {
+      if (READ_OPTIONS.has(key) || key in MODULES || key === 'TrafficPolicy') return false;
+      if (value === null || value === undefined) return false;
+      if (key in HTTP_OPTIONS_UNUSED) return value !== HTTP_OPTIONS_UNUSED[key];
+      if (REFUSED_OPTIONS.includes(key)) return true;
+      // Unknown keys: refused unless empty (a newer agent's field it left unset).
+      return value !== '' && value !== false && value !== 0;
+    })
+    .map(([key]) => key);
+}
+
+/** Compiles a document, a refusal naming `what` and where it is wrong. */
+function compiled(text: string, what: string): CompiledPolicy {
+  try {
+    return compilePolicy(text);
+  } catch (error) {
+    if (!(error instanceof PolicyError)) throw error;
+    throw new NgrokRefusal(`invalid ${what}: ${error.message}`);
+  }
+}
+
+/** Two policies as one: `first`'s rules before `then`'s in each phase. */
+function joined(first: CompiledPolicy, then: CompiledPolicy): CompiledPolicy {
+  const phases = {} as Record<Phase, CompiledPolicy['phases'][Phase]>;
+  for (const phase of PHASES) phases[phase] = [...first.phases[phase], ...then.phases[phase]];
+  const types = new Set([...first.types, ...then.types]);
+  return Object.freeze({ text: `${first.text}\n${then.text}`, phases, types });
+}
+
+/**
+ * The policy an HTTP(S) Bind asks for (module options first, then TrafficPolicy), undefined when
+ * none; an NgrokRefusal for an option not applied or a policy that does not compile.
+ */
+export function bindPolicy(opts: Opts, proto: string): CompiledPolicy | undefined {
+  const unsupported = unsupportedOptions(opts);
+  const modules = Object.keys(MODULES).filter((key) => opts[key] != null);
+  const text = opts.TrafficPolicy;
+  if (proto !== 'http' && proto !== 'https') {
+    unsupported.push(...modules, ...(text != null && text !== '' ? ['TrafficPolicy'] : []));
+  }
+  if (unsupported.length > 0) {
+    const s = unsupported.length > 1 ? 's' : '';
+    throw new NgrokRefusal(
+      `this server does not apply the endpoint option${s} ${unsupported.join(', ')}${proto === 'http' || proto === 'https' ? '' : ` on ${proto} endpoints`}: remove ${s ? 'them' : 'it'} from the listener`,
+    );
+  }
+  const document: Partial<Record<Phase, Rule[]>> = {};
+  for (const key of modules) {
+    for (const [phase, rules] of Object.entries(MODULES[key](opts[key] as Opts))) {
+      document[phase as Phase] = [...(document[phase as Phase] ?? []), ...rules];
+    }
+  }
+  const options =
+    modules.length > 0 ? compiled(JSON.stringify(document), `${modules.join(', ')}`) : undefined;
+  if (typeof text === 'object' && text !== null) {
+    throw new NgrokRefusal(
+      'TrafficPolicy: send the policy as a YAML or JSON string (traffic_policy)',
+    );
+  }
+  const own =
+    typeof text === 'string' && text.trim() !== '' ? compiled(text, 'traffic_policy') : undefined;
+  if (options === undefined || own === undefined) return options ?? own;
+  return joined(options, own);
+}

@@ -121,7 +121,10 @@ describe('internal endpoints and agent endpoint policies', () => {
         return list.find((s: { metadata: string }) => s.metadata === hostname);
       }, `the other account's ${hostname}`);
     }
-    await forward({ domain: 'sdk.internal' });
+    await forward({
+      domain: 'sdk.internal',
+      traffic_policy: `on_http_request:\n  - actions: [{type: add-headers, config: {headers: {x-internal: "\${endpoint.host}"}}}]\n`,
+    });
     const created = await ctx.api('POST', '/endpoints', {
       type: 'cloud',
       url: `http://${FRONT}`,
@@ -154,10 +157,32 @@ describe('internal endpoints and agent endpoint policies', () => {
     expect(events().filter((e) => e.http.request.url.path === '/ssh/hello')).toHaveLength(1);
   });
 
-  it('forwards to an SDK internal endpoint (Bind with domain sdk.internal)', async () => {
+  it('forwards to an SDK internal endpoint (Bind with domain sdk.internal), whose own policy runs', async () => {
     const answer = await edge(FRONT, '/sdk/x');
     expect(answer.status).toBe(200);
-    expect(JSON.parse(answer.body).who).toBe('sdk');
+    const seen = JSON.parse(answer.body);
+    expect(seen.who).toBe('sdk');
+    expect(seen.headers['x-internal']).toBe('sdk.internal');
+  });
+
+  it("runs a cloud endpoint's policy, then the agent endpoint's, on one hostname", async () => {
+    const host = `both.${DIALLED}`;
+    const phase = (who: string) =>
+      `  - actions: [{type: add-headers, config: {headers: {x-order: ${who}}}}]\n`;
+    const policy = (who: string) =>
+      `on_http_request:\n${phase(who)}on_http_response:\n${phase(who)}`;
+    await forward({ domain: host, traffic_policy: policy('agent') });
+    const created = await ctx.api('POST', '/endpoints', {
+      type: 'cloud',
+      url: `https://${host}`,
+      traffic_policy: policy('cloud'),
+    });
+    expect(created.status).toBe(201);
+    const answer = await edge(host, '/both');
+    expect(answer.status).toBe(200);
+    expect(JSON.parse(answer.body).headers['x-order']).toBe('cloud, agent');
+    // Responses go back the other way: the agent endpoint's phase first.
+    expect(answer.headers.match(/^x-order: .*$/gim)).toEqual(['x-order: agent', 'x-order: cloud']);
   });
 
   it('never serves an internal endpoint by Host, nor another account’s by forward-internal', async () => {

@@ -96,7 +96,7 @@ describe('ngrok Bind options', () => {
     );
     expect(refusal({ MutualTLSCA: { mutual_tls_ca: 'AA==' } })).toMatch(/option MutualTLSCA/);
     expect(refusal({ RequestHeaders: { add: ['no-colon'] } })).toMatch(
-      /"no-colon" is not "Name:value"/,
+      /RequestHeaders: add\[0\] is not "Name:value"/,
     );
     expect(
       refusal({ BasicAuth: { Credentials: [{ Username: 'u', HashedPassword: 'eA==' }] } }),

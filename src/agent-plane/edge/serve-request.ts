@@ -13,7 +13,8 @@ import type { RecordRequest } from './record-event.ts';
 import type { AgentStreams } from './stream-pool.ts';
 
 // A request's way through the edge, one step per module: find the session (find-session.ts),
-// run the endpoint's Traffic Policy (policy-gate.ts), open a stream (stream-pool.ts), forward
+// run the endpoints' Traffic Policies (endpoint-chain.ts: the cloud endpoint's, then the agent
+// endpoint's or forward-internal's target; policy-gate.ts), open a stream (stream-pool.ts), forward
 // (forward-request.ts), record the event (record-event.ts). Here they are put in order, with the
 // edge's own answers between them.
 

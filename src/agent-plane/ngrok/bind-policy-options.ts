@@ -59,9 +59,10 @@ const rule = (name: string, type: string, config?: object, expressions?: string[
 /** `Add: ["Name:value"]` and `Remove: [names]` of ngrok's header options, as actions. */
 function headerRules(name: string, value: Opts): Rule[] {
   const added: Record<string, string> = {};
-  for (const field of list(get(value, 'add'))) {
+  for (const [i, field] of list(get(value, 'add')).entries()) {
     const at = field.indexOf(':');
-    if (at <= 0) throw new NgrokRefusal(`${name}: "${field}" is not "Name:value"`);
+    // Not quoted: a header's value may be a secret.
+    if (at <= 0) throw new NgrokRefusal(`${name}: add[${i}] is not "Name:value"`);
     added[field.slice(0, at).trim()] = plain(name, field.slice(at + 1).trim());
   }
   const removed = list(get(value, 'remove'));
@@ -176,36 +177,45 @@ function joined(first: CompiledPolicy, then: CompiledPolicy): CompiledPolicy {
   return Object.freeze({ text: `${first.text}\n${then.text}`, phases, types });
 }
 
-/**
- * The policy an HTTP(S) Bind asks for (module options first, then TrafficPolicy), undefined when
- * none; an NgrokRefusal for an option not applied or a policy that does not compile.
- */
-export function bindPolicy(opts: Opts, proto: string): CompiledPolicy | undefined {
+/** Refuses the options not applied (on TCP and TLS endpoints: every policy option). */
+function refuseUnsupported(opts: Opts, proto: string, modules: string[]): void {
   const unsupported = unsupportedOptions(opts);
-  const modules = Object.keys(MODULES).filter((key) => opts[key] != null);
-  const text = opts.TrafficPolicy;
-  if (proto !== 'http' && proto !== 'https') {
+  const http = proto === 'http' || proto === 'https';
+  if (!http) {
+    const text = opts.TrafficPolicy;
     unsupported.push(...modules, ...(text != null && text !== '' ? ['TrafficPolicy'] : []));
   }
-  if (unsupported.length > 0) {
-    const s = unsupported.length > 1 ? 's' : '';
-    throw new NgrokRefusal(
-      `this server does not apply the endpoint option${s} ${unsupported.join(', ')}${proto === 'http' || proto === 'https' ? '' : ` on ${proto} endpoints`}: remove ${s ? 'them' : 'it'} from the listener`,
-    );
-  }
+  if (unsupported.length === 0) return;
+  const many = unsupported.length > 1;
+  throw new NgrokRefusal(
+    `this server does not apply the endpoint option${many ? 's' : ''} ${unsupported.join(', ')}${http ? '' : ` on ${proto} endpoints`}: remove ${many ? 'them' : 'it'} from the listener`,
+  );
+}
+
+/** The module options' rules as one document, in MODULES' order. */
+function moduleDocument(opts: Opts, modules: string[]): string {
   const document: Partial<Record<Phase, Rule[]>> = {};
   for (const key of modules) {
     for (const [phase, rules] of Object.entries(MODULES[key](opts[key] as Opts))) {
       document[phase as Phase] = [...(document[phase as Phase] ?? []), ...rules];
     }
   }
-  const options =
-    modules.length > 0 ? compiled(JSON.stringify(document), `${modules.join(', ')}`) : undefined;
+  return JSON.stringify(document);
+}
+
+/**
+ * The policy an HTTP(S) Bind asks for (module options first, then TrafficPolicy), undefined when
+ * none; an NgrokRefusal for an option not applied or a policy that does not compile.
+ */
+export function bindPolicy(opts: Opts, proto: string): CompiledPolicy | undefined {
+  const modules = Object.keys(MODULES).filter((key) => opts[key] != null);
+  refuseUnsupported(opts, proto, modules);
+  const text = opts.TrafficPolicy;
   if (typeof text === 'object' && text !== null) {
-    throw new NgrokRefusal(
-      'TrafficPolicy: send the policy as a YAML or JSON string (traffic_policy)',
-    );
+    throw new NgrokRefusal('TrafficPolicy: send the policy as a YAML or JSON string');
   }
+  const options =
+    modules.length > 0 ? compiled(moduleDocument(opts, modules), modules.join(', ')) : undefined;
   const own =
     typeof text === 'string' && text.trim() !== '' ? compiled(text, 'traffic_policy') : undefined;
   if (options === undefined || own === undefined) return options ?? own;

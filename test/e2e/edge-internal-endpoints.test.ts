@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import ngrok from '@ngrok/ngrok';
@@ -9,6 +10,7 @@ import { CA_EXTENSIONS, type Issued, OpensslPki } from '../helpers/openssl-pki.t
 import { otherAccountClient, useTestService } from '../helpers/service.ts';
 import { curl, eventually, type SshAgent, startSshAgent } from './agents-helpers.ts';
 import { boundAgent, eventsOf, trafficEvents } from './edge-helpers.ts';
+import { echoWebSocket, webSocketVia } from './websocket-echo.ts';
 
 // Internal endpoints and agent endpoint policies, through the edge with curl: `ssh -R
 // <name>.internal` and the real @ngrok/ngrok SDK bind internal endpoints that only a cloud
@@ -51,6 +53,9 @@ async function localService(who: string): Promise<{ server: Server; port: number
     response.writeHead(200, { 'content-type': 'application/json' });
     response.end(JSON.stringify({ who, url: request.url, headers: request.headers }));
   });
+  server.on('upgrade', (request, socket) =>
+    echoWebSocket(request, socket, { sent: 0, received: 0 }),
+  );
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return { server, port: (server.address() as AddressInfo).port };
 }
@@ -155,6 +160,16 @@ describe('internal endpoints and agent endpoint policies', () => {
     expect((await edge(FRONT, '/ssh/after')).status).toBe(200);
     await eventsOf(events, '/ssh/after');
     expect(events().filter((e) => e.http.request.url.path === '/ssh/hello')).toHaveLength(1);
+  });
+
+  it('carries a WebSocket through forward-internal to the internal endpoint and back', async () => {
+    const socket = await webSocketVia(`ws://${FRONT}:${ctx.service.edgePort}/ssh/chat`);
+    await once(socket, 'open');
+    const echoed = once(socket, 'message');
+    socket.send('hello, internal');
+    const [message] = (await echoed) as [MessageEvent];
+    expect(message.data).toBe('hello, internal');
+    socket.close();
   });
 
   it('forwards to an SDK internal endpoint (Bind with domain sdk.internal), whose own policy runs', async () => {

@@ -29,31 +29,38 @@ export interface Chain {
   via: { target?: string; headers: IncomingMessage['headers']; body?: Readable };
 }
 
-/** Answers or closes when the policy ended the request; true then. */
-function settled(x: Exchange, request: IncomingMessage, response: ServerResponse): boolean {
-  if (x.close) {
-    request.socket.destroy();
+/** Ends the request when a policy answered or closed it (true then), else false. */
+export type Settle = (x: Exchange) => boolean;
+
+/** A request's Settle: the policy's answer, or the connection closed. */
+export function settleRequest(request: IncomingMessage, response: ServerResponse): Settle {
+  return (x) => {
+    if (x.close) {
+      request.socket.destroy();
+      return true;
+    }
+    if (x.answer === undefined) return false;
+    request.resume();
+    writeAnswer(response, x.answer, x.setCookies);
     return true;
-  }
-  if (x.answer === undefined) return false;
-  request.resume();
-  writeAnswer(response, x.answer, x.setCookies);
-  return true;
+  };
 }
 
 /** Runs the request phases of the endpoints `request` meets; the body waits meanwhile. */
 export async function runChain(
-  steps: { finder: Pick<SessionFinder, 'internal'>; services: PolicyServices },
+  steps: { finder: Pick<SessionFinder, 'internal'>; services: PolicyServices | undefined },
   target: { session?: LiveSession; endpoint?: EndpointPolicy },
   host: string,
   request: IncomingMessage,
-  response: ServerResponse,
   peer: Peer,
+  settle: Settle,
 ): Promise<Chain> {
   let { session } = target;
   const first = target.endpoint ?? session?.policy;
   if (first === undefined)
     return { runs: [], handled: false, session, via: { headers: request.headers } };
+  // The service always has them; an edge wired without them must not skip a policy.
+  if (steps.services === undefined) throw new Error('the edge has no policy services');
   const { accountId } = first;
   const online = (hostname: string) => steps.finder.internal(accountId, hostname) !== undefined;
   // The body waits while the policies run (a byte counter made it flow): nothing of it is lost.
@@ -61,7 +68,7 @@ export async function runChain(
   const ran = await requestPhases(first, steps.services, request, host, peer, online);
   let x = ran.x;
   const runs: PolicyRun[] = [{ endpoint: first, x }];
-  if (settled(x, request, response)) return { runs, handled: true, via: { headers: {} } };
+  if (settle(x)) return { runs, handled: true, via: { headers: {} } };
   let second: EndpointPolicy | undefined;
   if (x.forward !== undefined) {
     session = steps.finder.internal(accountId, x.forward.hostname);
@@ -72,7 +79,7 @@ export async function runChain(
   if (second !== undefined) {
     x = await nextPhases(second, x);
     runs.push({ endpoint: second, x });
-    if (settled(x, request, response)) return { runs, handled: true, via: { headers: {} } };
+    if (settle(x)) return { runs, handled: true, via: { headers: {} } };
   }
   const via = {
     target: x.request?.target,

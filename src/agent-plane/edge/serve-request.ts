@@ -3,7 +3,7 @@ import type { Logger } from '../../shared/logger.ts';
 import type { EndpointPolicies, EndpointPolicy, Exchange } from '../policy/index.ts';
 import type { LiveSession } from '../sessions/live-session.ts';
 import { CLIENT_CLOSED_REQUEST, errorPage } from './edge-answers.ts';
-import { runChain } from './endpoint-chain.ts';
+import { runChain, settleRequest } from './endpoint-chain.ts';
 import type { SessionFinder } from './find-session.ts';
 import { forwardRequest } from './forward-request.ts';
 import type { Peer } from './peer.ts';
@@ -123,22 +123,14 @@ async function forward(
     errorPage(response, 403, 'Your address is not allowed by an IP restriction.');
     return;
   }
-  const services = steps.policies?.services;
-  if (services === undefined && session?.policy !== undefined) {
-    request.resume();
-    return errorPage(response, 503, 'The endpoint policy cannot run on this edge.');
-  }
-  const chain =
-    services === undefined
-      ? { runs: [], handled: false, session, via: { headers: request.headers } }
-      : await runChain(
-          { finder: steps.finder, services },
-          { session, endpoint },
-          host,
-          request,
-          response,
-          peer,
-        );
+  const chain = await runChain(
+    { finder: steps.finder, services: steps.policies?.services },
+    { session, endpoint },
+    host,
+    request,
+    peer,
+    settleRequest(request, response),
+  );
   exchange = chain.runs.at(-1)?.x;
   if (chain.handled) return;
   const agent = chain.session;

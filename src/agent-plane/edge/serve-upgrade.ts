@@ -1,16 +1,18 @@
 import { type IncomingMessage, STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Decisions } from '../policy/index.ts';
+import type { LiveSession } from '../sessions/live-session.ts';
 import { refuseUpgrade } from './edge-answers.ts';
+import { runChain } from './endpoint-chain.ts';
 import type { Peer } from './peer.ts';
-import { nextPhases, requestPhases, toNodeHeaders } from './policy-gate.ts';
 import { forwardedHeaders } from './proxy-headers.ts';
 import type { RequestSteps } from './serve-request.ts';
 import { tunnelUpgrade, type UpgradeOutcome } from './upgrade-tunnel.ts';
 
 // An Upgrade's way through the edge: the same steps as a request's (serve-request.ts), on a
-// fresh stream of its own, recorded once when its connection closes. The endpoint's policy runs
-// on its head as on a request's; an answer of the policy refuses the Upgrade with its status.
+// fresh stream of its own, recorded once when its connection closes. The endpoints' policies run
+// on its head as on a request's (forward-internal too); an answer refuses the Upgrade with its
+// status.
 
 /** Serves an Upgrade for `host`: to this instance's session, else through `relay` to its owner's. */
 export async function serveUpgrade(
@@ -26,7 +28,14 @@ export async function serveUpgrade(
   socket.pause();
   const route = await steps.finder.find(host, peer, relay);
   if ('relayed' in route) return;
-  if ('missing' in route) {
+  const session = 'session' in route ? route.session : undefined;
+  const cloud = await steps.policies?.forHost(host);
+  // A cloud endpoint applies to the hostname's agent only when both are one account's.
+  const endpoint =
+    cloud !== undefined && (session === undefined || cloud.accountId === accountOf(session))
+      ? cloud
+      : undefined;
+  if ('missing' in route && (endpoint === undefined || route.failed !== undefined)) {
     const unavailable = route.failed === 'ip-check';
     return refuseUpgrade(
       socket,
@@ -34,10 +43,10 @@ export async function serveUpgrade(
       unavailable ? 'Service Unavailable' : 'Bad Gateway',
     );
   }
-  const { session, ipDecision } = route;
+  const ipDecision = 'ipDecision' in route ? route.ipDecision : 'invalid';
   let decisions: Decisions | undefined;
   const done = (statusCode: number, outcome?: UpgradeOutcome) =>
-    steps.record(session.facts.credential.accountId, peer, request, {
+    steps.record(session ? accountOf(session) : endpoint!.accountId, peer, request, {
       requestBytes: outcome?.requestBytes ?? 0,
       response: {
         statusCode,
@@ -48,36 +57,34 @@ export async function serveUpgrade(
       ipDecision,
       decisions,
     });
-  if (ipDecision === 'block') {
-    refuseUpgrade(socket, 403, 'Forbidden');
-    return done(403);
-  }
-  let fields = request.headers;
-  const cloud = await steps.policies?.forHost(host);
-  const endpoint =
-    cloud !== undefined && cloud.accountId === session.facts.credential.accountId
-      ? cloud
-      : session.policy;
-  if (endpoint !== undefined) {
-    let { x } = await requestPhases(endpoint, steps.policies!.services, request, host, peer);
-    // The agent endpoint's own policy runs after the cloud one's (docs/decisions.md#policy-chain).
-    if (endpoint === cloud && session.policy !== undefined && !x.answer && !x.close && !x.forward) {
-      x = await nextPhases(session.policy, x);
-    }
-    decisions = x.decisions;
-    const status = x.answer?.statusCode ?? (x.close || x.forward ? 502 : undefined);
-    if (status !== undefined) {
-      refuseUpgrade(socket, status, STATUS_CODES[status] ?? 'Refused');
-      return done(status);
-    }
-    fields = toNodeHeaders(x.request?.headers ?? {});
-  }
-  const options = {
-    connect: steps.streams(session, peer).fresh,
+  const refuse = (status: number) => {
+    refuseUpgrade(socket, status, STATUS_CODES[status] ?? 'Refused');
+    done(status);
+    return true;
+  };
+  if (ipDecision === 'block') return void refuse(403);
+  // The same endpoints as a request meets (endpoint-chain.ts); an answer refuses the Upgrade.
+  const chain = await runChain(
+    { finder: steps.finder, services: steps.policies?.services },
+    { session, endpoint },
     host,
-    headers: forwardedHeaders(request, host, peer, true, fields),
+    request,
+    peer,
+    (x) => {
+      decisions = x.decisions;
+      return x.answer !== undefined || x.close ? refuse(x.answer?.statusCode ?? 502) : false;
+    },
+  );
+  if (chain.handled) return;
+  if (chain.session === undefined) return void refuse(502);
+  const options = {
+    connect: steps.streams(chain.session, peer).fresh,
+    host,
+    headers: forwardedHeaders(request, host, peer, true, chain.via.headers),
     timeoutMs: steps.timeoutMs,
     logger: steps.logger,
   };
   tunnelUpgrade(request, socket, head, options, (outcome) => done(outcome.statusCode, outcome));
 }
+
+const accountOf = (session: LiveSession) => session.facts.credential.accountId;

@@ -209,11 +209,11 @@ describe('ngrok agents through the agent ingress (the real @ngrok/ngrok SDK)', (
     );
     expect(notOurs?.message).toMatch(/not a domain of this account/);
     expect(notOurs?.errorCode).toBe('ERR_NGROK_319');
-    const withOAuth = await forward({ domain: APP, oauth_provider: 'google' }).then(
+    const withProxyProto = await forward({ domain: APP, proxy_proto: '2' }).then(
       () => undefined,
       (error: Error) => error,
     );
-    expect(withOAuth?.message).toMatch(/does not apply the endpoint option OAuth/);
+    expect(withProxyProto?.message).toMatch(/does not apply the endpoint option ProxyProto/);
   });
 
   it('closes the SDK listener when the session is stopped through the API', async () => {

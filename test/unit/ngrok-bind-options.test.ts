@@ -2,6 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { bindPolicy, unsupportedOptions } from '../../src/agent-plane/ngrok/bind-policy-options.ts';
 import { NgrokRefusal, ngrokError } from '../../src/agent-plane/ngrok/messages.ts';
 import { proxyPreamble } from '../../src/agent-plane/ngrok/tunnel-session.ts';
+import { runPhase } from '../../src/agent-plane/policy/index.ts';
+import { requestExchange } from '../helpers/policy-exchange.ts';
 
 // What a Bind's options may hold: what ngrok's SDKs send for a plain endpoint passes; every
 // option the service does not apply is named, whatever its value's shape.
@@ -91,8 +93,8 @@ describe('ngrok Bind options', () => {
     expect(refusal({ TrafficPolicy: 'on_http_request:\n  - actions: [{type: nope}]\n' })).toMatch(
       /^invalid traffic_policy: traffic_policy: on_http_request rule 0 action 0 \(nope\).*unknown action type 'nope'/,
     );
-    expect(refusal({ OAuth: { Provider: 'google' } })).toMatch(
-      /does not apply the endpoint option OAuth/,
+    expect(refusal({ OAuth: { provider: 'google' } })).toMatch(
+      /^invalid OAuth: .*\(oauth\).*client_id and client_secret are required/,
     );
     expect(refusal({ MutualTLSCA: { mutual_tls_ca: 'AA==' } })).toMatch(/option MutualTLSCA/);
     expect(refusal({ RequestHeaders: { add: ['no-colon'] } })).toMatch(
@@ -104,6 +106,35 @@ describe('ngrok Bind options', () => {
     expect(refusal({ Addr: 'x:1', IPRestriction: { AllowCIDRs: [] } }, 'tcp')).toMatch(
       /option IPRestriction on tcp endpoints/,
     );
+  });
+
+  it('maps OAuth onto the oauth action, its allow lists onto a deny rule after the login', async () => {
+    const policy = bindPolicy(
+      {
+        ...PLAIN_HTTP,
+        OAuth: {
+          provider: 'github',
+          client_id: 'id',
+          client_secret: 'secret',
+          allow_emails: ['ada@example.com'],
+          allow_domains: ['example.org'],
+        },
+      },
+      'https',
+    )!;
+    const [login, allowList] = policy.phases.on_http_request;
+    expect(login.actions.map((a) => a.type)).toEqual(['oauth']);
+    expect(allowList.actions.map((a) => a.type)).toEqual(['deny']);
+    const deniedFor = async (email: string) => {
+      const x = requestExchange();
+      x.values.actions.ngrok.oauth = { identity: { email } };
+      const only = { ...policy, phases: { ...policy.phases, on_http_request: [allowList] } };
+      await runPhase(only, 'on_http_request', x);
+      return x.answer?.statusCode;
+    };
+    expect(await deniedFor('ada@example.com')).toBeUndefined();
+    expect(await deniedFor('grace@example.org')).toBeUndefined();
+    expect(await deniedFor('eve@example.com')).toBe(403);
   });
 
   it('writes refusals as ngrok does, and the proxy header as the SDK reads it', () => {

@@ -87,8 +87,8 @@ function basicAuthRules(value: Opts): ModuleRules {
   return { on_http_request: [rule('BasicAuth', 'basic-auth', { credentials })] };
 }
 
-/** A CEL string literal of `text`. */
-const literal = (text: string) => JSON.stringify(text);
+/** A CEL literal of a string or a list of strings (JSON's escapes are CEL's). */
+const literal = (value: string | string[]) => JSON.stringify(value);
 
 /** Allow and deny regexes on the User-Agent: an allowed match wins, as ngrok's module. */
 function userAgentRules(value: Opts): ModuleRules {
@@ -124,8 +124,8 @@ const MODULES: Record<string, (value: Opts) => ModuleRules> = {
     ],
   }),
   BasicAuth: basicAuthRules,
-  OAuth: () => identityRules('OAuth', 'oauth'),
-  OIDC: () => identityRules('OIDC', 'oidc'),
+  OAuth: (v) => loginRules('OAuth', v),
+  OIDC: (v) => loginRules('OIDC', v),
   WebhookVerification: (v) => ({
     on_http_request: [
       rule('WebhookVerification', 'verify-webhook', {
@@ -139,10 +139,36 @@ const MODULES: Record<string, (value: Opts) => ModuleRules> = {
   Compression: () => ({ on_http_response: [rule('Compression', 'compress-response')] }),
 };
 
-/** OAuth and OIDC: refused by name (their module options have no mapping here yet). */
-function identityRules(option: string, type: string): ModuleRules {
-  const instead = ACTIONS.has(type) ? `use the ${type} action in a traffic_policy` : 'remove it';
-  throw new NgrokRefusal(`this server does not apply the endpoint option ${option}: ${instead}`);
+/**
+ * OAuth and OIDC as ngrok's `oauth` and `openid-connect` actions, their allow lists a deny rule
+ * after the login (403 unless the user's email is listed or under a listed domain).
+ */
+function loginRules(option: 'OAuth' | 'OIDC', value: Opts): ModuleRules {
+  const [type, result] = option === 'OAuth' ? ['oauth', 'oauth'] : ['openid-connect', 'oidc'];
+  if (!ACTIONS.has(type)) {
+    throw new NgrokRefusal(`this server does not apply the endpoint option ${option}: remove it`);
+  }
+  if (String(get(value, 'sealed_client_secret') ?? '') !== '') {
+    throw new NgrokRefusal(`${option}: a sealed client secret is ngrok's: send the secret`);
+  }
+  const scopes = list(get(value, 'scopes'));
+  const config = {
+    ...(option === 'OAuth'
+      ? { provider: String(get(value, 'provider') ?? '') }
+      : { issuer_url: String(get(value, 'issuer_url') ?? '') }),
+    ...(get(value, 'client_id') ? { client_id: String(get(value, 'client_id')) } : {}),
+    ...(get(value, 'client_secret') ? { client_secret: String(get(value, 'client_secret')) } : {}),
+    ...(scopes.length > 0 ? { scopes } : {}),
+  };
+  const rules = [rule(option, type, config)];
+  const emails = list(get(value, 'allow_emails'));
+  const domains = list(get(value, 'allow_domains'));
+  if (emails.length + domains.length > 0) {
+    const email = `actions.ngrok.${result}.identity.email`;
+    const listed = `${email} in ${literal(emails)} || ${literal(domains)}.exists(d, ${email}.endsWith("@" + d))`;
+    rules.push(rule(`${option} allow list`, 'deny', { status_code: 403 }, [`!(${listed})`]));
+  }
+  return { on_http_request: rules };
 }
 
 /** The options `opts` uses that this server does not apply (a module option is applied). */

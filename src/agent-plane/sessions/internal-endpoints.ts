@@ -25,3 +25,8 @@ export function endpointKey(accountId: string, hostname: string): string {
 export function sessionKey(session: LiveSession): string {
   return endpointKey(session.facts.credential.accountId, session.hostname);
 }
+
+/** The endpoint's name of a registry key (endpointKey's inverse): the hostname or address. */
+export function endpointNameOf(key: string): string {
+  return key.slice(key.indexOf('/') + 1);
+}

@@ -1,3 +1,7 @@
+import {
+  endpointNameOf,
+  isInternalHostname,
+} from '../../../agent-plane/sessions/internal-endpoints.ts';
 import { AppError } from '../../../shared/errors.ts';
 import { isId } from '../../../shared/ids.ts';
 import { type SessionRow, sessionOfAccount, sessionPage } from '../../../store/agent-sessions.ts';
@@ -17,6 +21,7 @@ const DEFAULT_PORTS: Record<string, number> = { http: 80, https: 443 };
 /** A session as the endpoint the family's routes present; `session`, `principal` become refs. */
 function agentEndpoint(row: SessionRow): StoredObject {
   const url = servedUrl(row);
+  const name = endpointNameOf(row.endpoint);
   const startedAt = new Date(row.started_at);
   return {
     id: relatedId(row.id, 'ep'),
@@ -32,10 +37,8 @@ function agentEndpoint(row: SessionRow): StoredObject {
       url,
       public_url: url,
       proto: row.proto,
-      hostport: row.endpoint.includes(':')
-        ? row.endpoint
-        : `${row.endpoint}:${DEFAULT_PORTS[row.proto] ?? 443}`,
-      bindings: ['public'],
+      hostport: name.includes(':') ? name : `${name}:${DEFAULT_PORTS[row.proto] ?? 443}`,
+      bindings: [isInternalHostname(name) ? 'internal' : 'public'],
       updated_at: startedAt.toISOString(),
       region: row.region,
       upstream_url: row.forwards_to,

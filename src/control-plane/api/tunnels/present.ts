@@ -1,3 +1,4 @@
+import { endpointNameOf } from '../../../agent-plane/sessions/internal-endpoints.ts';
 import type { SessionRow } from '../../../store/agent-sessions.ts';
 
 // What agents serve, in ngrok's shapes, made from the session registry's rows (one session, one
@@ -17,7 +18,7 @@ export function sessionIdOf(id: string): string {
 
 /** The URL a session serves: `https://app.example.com`, `tcp://1.tcp.example.com:20001`. */
 export function servedUrl(row: SessionRow): string {
-  return `${row.proto}://${row.endpoint}`;
+  return `${row.proto}://${endpointNameOf(row.endpoint)}`;
 }
 
 const ref = (base: string, path: string, id: string) => ({ id, uri: `${base}/${path}/${id}` });

@@ -162,6 +162,16 @@ describe('internal endpoints and agent endpoint policies', () => {
     expect(events().filter((e) => e.http.request.url.path === '/ssh/hello')).toHaveLength(1);
   });
 
+  it('lists internal agent endpoints by name, bound internally, each account its own', async () => {
+    const list = (await ctx.api('GET', '/endpoints')).body.endpoints;
+    const internal = list.filter((e: { bindings: string[] }) => e.bindings[0] === 'internal');
+    expect(internal.map((e: { url: string }) => e.url).sort()).toEqual([
+      'http://api.internal',
+      'https://sdk.internal',
+    ]);
+    expect(internal[0]).toMatchObject({ type: 'agent' });
+  });
+
   it('carries a WebSocket through forward-internal to the internal endpoint and back', async () => {
     const socket = await webSocketVia(`ws://${FRONT}:${ctx.service.edgePort}/ssh/chat`);
     await once(socket, 'open');

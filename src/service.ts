@@ -41,7 +41,7 @@ import type { Logger } from './shared/logger.ts';
 import { createMetrics, type Metrics } from './shared/metrics.ts';
 import { createIpRestrictions } from './shared/net/account-restrictions.ts';
 import { type Keyring, loadKeyring } from './shared/secrets.ts';
-import { resealObjectSecrets } from './store/account-objects.ts';
+import { resealObjectSecrets, sealEndpointPolicies } from './store/account-objects.ts';
 import type { Db } from './store/db.ts';
 import { openStore, storeOpening } from './store/index.ts';
 
@@ -201,9 +201,15 @@ async function startPlanes(started: Started): Promise<Service> {
 /** Secrets sealed anew under the current key, file destinations in today's layout, the first key. */
 async function upgradeStore({ config, logger, keyring, db }: Started) {
   const resealed = await resealDestinationSecrets(db, keyring);
+  const policies = await sealEndpointPolicies(db, keyring);
   const resealedObjects = await resealObjectSecrets(db, keyring);
-  if (resealed + resealedObjects > 0) {
-    logger.info({ destinations: resealed, objects: resealedObjects }, 'secrets re-encrypted');
+  if (resealed + resealedObjects + policies > 0) {
+    const counts = {
+      destinations: resealed,
+      objects: resealedObjects,
+      endpoint_policies: policies,
+    };
+    logger.info(counts, 'secrets re-encrypted');
   }
   await migrateFileLayout(config.dataDir, () => fileDestinationPaths(db), logger);
   return bootstrapFirstKey(db, config);

@@ -15,7 +15,7 @@ export interface AccountObjectRow {
   metadata: string;
   /** What the family shows beyond the common fields. */
   fields: Record<string, unknown>;
-  /** A sealed private key or a token's hash; never shown. */
+  /** A sealed private key or endpoint policy, or a token's hash; never shown but by its family. */
   secret: string | null;
   created_at: Date;
 }
@@ -118,6 +118,29 @@ export async function objectsOfKind(
     [accountId, kind],
   );
   return result.rows;
+}
+
+/**
+ * Seals the policies of endpoints stored in clear by earlier versions (in `fields`): each becomes
+ * the endpoint's sealed secret. Run at start, before resealObjectSecrets; returns the rows changed.
+ */
+export async function sealEndpointPolicies(db: Db, keyring: Keyring): Promise<number> {
+  const changed = await db.transaction(async (tx) => {
+    const rows = await tx.query<{ id: string; policy: string }>(
+      `SELECT id, fields->>'traffic_policy' AS policy FROM account_objects
+        WHERE kind = 'endpoints' AND fields ? 'traffic_policy' ORDER BY id FOR UPDATE`,
+    );
+    for (const row of rows.rows) {
+      await tx.query(
+        `UPDATE account_objects SET secret = $2, fields = fields - 'traffic_policy' WHERE id = $1`,
+        [row.id, keyring.seal(row.policy)],
+      );
+    }
+    return rows.rows.length;
+  });
+  // The rows' earlier versions, which hold the policies in clear, leave the table's files.
+  if (changed > 0) await db.query('VACUUM FULL account_objects');
+  return changed;
 }
 
 /**

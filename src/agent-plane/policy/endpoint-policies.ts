@@ -9,7 +9,8 @@ import { COOKIE_KEY_PURPOSE } from './identity/login-flow.ts';
 // reserved address, `host:port`): read from the store once per
 // name and kept for `ttlMs` (other instances' changes), forgotten at once when this instance
 // commits a change (onCommit, as routing and certificates are). A policy is compiled once per
-// text: a request never touches the store nor compiles anything.
+// text: a request never touches the store nor compiles anything. The policy text is the
+// endpoint's secret, sealed by the keyring (it holds credentials): opened here as it is loaded.
 
 /** A cloud endpoint as the edge needs it. */
 export interface EndpointPolicy {
@@ -40,7 +41,7 @@ interface Entry {
 export function createEndpointPolicies(deps: {
   db: Queryable;
   ttlMs: number;
-  /** Derives the keys of the login actions' session cookies. */
+  /** Opens the stored policies; derives the keys of the login actions' session cookies. */
   keyring: Keyring;
   now?: () => number;
 }): EndpointPolicies {
@@ -66,8 +67,9 @@ export function createEndpointPolicies(deps: {
       id: string;
       account_id: string;
       fields: Record<string, unknown>;
+      secret: string;
     }>(
-      "SELECT id, account_id, fields FROM account_objects WHERE kind = 'endpoints' AND unique_key = $1",
+      "SELECT id, account_id, fields, secret FROM account_objects WHERE kind = 'endpoints' AND unique_key = $1",
       [host],
     );
     const row = result.rows[0];
@@ -78,7 +80,7 @@ export function createEndpointPolicies(deps: {
       accountId: row.account_id,
       url: row.fields.url as string,
       proto,
-      policy: compiledOf(row.fields.traffic_policy as string, proto),
+      policy: compiledOf(deps.keyring.open(row.secret), proto),
     };
   }
 

@@ -3,12 +3,15 @@ import { hostnameRefusal } from '../../../agent-plane/sessions/bind-policy.ts';
 import { AppError } from '../../../shared/errors.ts';
 import type { Family, FamilyContext } from '../objects/family.ts';
 import { agentRefs, endpointStorage, isAgentEndpoint, readOnly } from './agent-endpoints.ts';
+import { redactPolicySecrets } from './redact-policy.ts';
 import { ENDPOINTS } from './resource.ts';
 import { checkPolicy, validatePolicyRoute } from './validate-policy.ts';
 
 // A cloud endpoint: its URL on a hostname the account holds, or on one of its reserved TCP
 // addresses (one endpoint per hostname or address across the service), and its Traffic Policy,
-// compiled here for the URL's protocol so a bad one is a 400 that says where.
+// compiled here for the URL's protocol so a bad one is a 400 that says where. The policy holds
+// secrets (basic-auth passwords, client secrets): it is the object's sealed secret, opened to
+// answer its owner and by the edge, and its audit events carry it redacted (redact-policy.ts).
 
 interface EndpointUrl {
   url: string;
@@ -99,10 +102,10 @@ export const ENDPOINTS_FAMILY: Family = {
         public_url: url,
         proto,
         hostport: `${host}:${port}`,
-        traffic_policy: body.traffic_policy,
         bindings: ['public'],
         updated_at: now,
       },
+      secret: body.traffic_policy as string,
       // One endpoint per hostname whatever the scheme (the edge finds a policy by Host), and
       // one per TCP address.
       unique: { key, scope: 'service', field: 'url' },
@@ -114,15 +117,22 @@ export const ENDPOINTS_FAMILY: Family = {
       checkPolicy(body.traffic_policy, current.fields.proto as EndpointProtocol);
     }
     return {
-      fields: {
-        ...(typeof body.traffic_policy === 'string' ? { traffic_policy: body.traffic_policy } : {}),
-        updated_at: new Date().toISOString(),
-      },
+      fields: { updated_at: new Date().toISOString() },
+      ...(typeof body.traffic_policy === 'string' ? { secret: body.traffic_policy } : {}),
     };
   },
   beforeDelete(current) {
     if (isAgentEndpoint(current)) throw readOnly(current, 'deleted');
   },
-  shown: (objects, { config }) => objects.map((object) => agentRefs(object, config.publicUrl)),
+  shown: (objects, { config, openSecret }) =>
+    objects.map((object) =>
+      isAgentEndpoint(object)
+        ? agentRefs(object, config.publicUrl)
+        : { traffic_policy: openSecret(object) ?? null },
+    ),
+  audited: (object) =>
+    typeof object.traffic_policy === 'string'
+      ? { ...object, traffic_policy: redactPolicySecrets(object.traffic_policy) }
+      : object,
   routes: validatePolicyRoute,
 };

@@ -53,6 +53,11 @@ export interface Family {
    * transaction; the audit event carries them.
    */
   shown?(objects: StoredObject[], ctx: ShowContext): JsonObject[] | Promise<JsonObject[]>;
+  /**
+   * The object as its audit events carry it, when that differs from answers (an endpoint's
+   * policy with its secrets redacted); answers show what `shown` made.
+   */
+  audited?(object: JsonObject): JsonObject;
   /** What answers add that audit events do not carry (a destination's health now). */
   live?(id: string, deps: ApiDeps): JsonObject;
   /** Routes of its own beyond CRUD (actions, sub-collections); declare them as extraRoutes too. */
@@ -95,7 +100,7 @@ export interface Draft {
   id?: string;
   /** The shown fields beyond id, uri, created_at, description, metadata and declared refs. */
   fields: JsonObject;
-  /** A secret in clear (a private key); the layer seals it. Never shown. */
+  /** A secret in clear (a private key, an endpoint's policy); the layer seals it. Shown only by `shown`. */
   secret?: string;
   /** What must not repeat: a clash answers 409 ERR_ALREADY_EXISTS naming `field`. */
   unique?: { key: string; scope: 'account' | 'service'; field: string };
@@ -113,6 +118,8 @@ export interface ShowContext {
   /** The change's transaction, or the store for a read. */
   db: Queryable;
   config: Config;
+  /** The object's secret in clear (an endpoint's policy, shown to its owner). */
+  openSecret(object: StoredObject): string | undefined;
 }
 
 /** What a family's code may use while a change is made. */

@@ -81,10 +81,12 @@ export function familyRoutes(family: Family) {
     const echoId = { preValidation: acceptPathEchoes({ id: 'id' }) };
     const { db, config, keyring } = deps;
     const storage = family.storage?.(keyring) ?? accountObjects(resource.path);
+    const openSecret = (row: StoredObject) =>
+      row.secret === null ? undefined : keyring.open(row.secret);
 
     /** Objects as shown (the audit event's object), with what the family's `shown` adds. */
     const present = async (tx: Queryable, rows: StoredObject[]) => {
-      const shown = (await family.shown?.(rows, { db: tx, config })) ?? [];
+      const shown = (await family.shown?.(rows, { db: tx, config, openSecret })) ?? [];
       return rows.map((row, i) => presentObject(resource, row, config.publicUrl, shown[i]));
     };
     const presentOne = async (tx: Queryable, row: StoredObject) => (await present(tx, [row]))[0];
@@ -101,7 +103,12 @@ export function familyRoutes(family: Family) {
       work: (ctx: FamilyContext) => Promise<JsonObject>,
     ) => {
       const eventType = auditEvent(resource, kind);
-      const write = (tx: Queryable) => work(context(tx, request));
+      let shown: JsonObject | undefined;
+      // The audit event carries what `audited` makes of the object; the answer, the object.
+      const write = async (tx: Queryable) => {
+        shown = await work(context(tx, request));
+        return family.audited?.(shown) ?? shown;
+      };
       const { accountId } = request.caller;
       const audit = {
         eventType,
@@ -109,10 +116,9 @@ export function familyRoutes(family: Family) {
         principal: request.caller,
         publicUrl: config.publicUrl,
       };
-      const object = family.routing
-        ? await routingChange(deps, request, eventType, write)
-        : await withAudit(db, audit, write);
-      return answer(object);
+      if (family.routing) await routingChange(deps, request, eventType, write);
+      else await withAudit(db, audit, write);
+      return answer(shown!);
     };
 
     const context = (tx: Queryable, request: FastifyRequest): FamilyContext => ({
@@ -122,7 +128,7 @@ export function familyRoutes(family: Family) {
       clientIp: request.ip,
       config,
       deps,
-      openSecret: (row) => (row.secret === null ? undefined : keyring.open(row.secret)),
+      openSecret,
       find: (kind, id) => accountObjects(kind).get(tx, request.caller.accountId, id, false),
     });
 

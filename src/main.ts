@@ -3,7 +3,9 @@ import { enableCompileCache } from 'node:module';
 import { join } from 'node:path';
 import { helpText } from './config/describe.ts';
 import { ConfigError, loadConfig } from './config/load.ts';
+import type { AgentPorts } from './service.ts';
 import { setHeapGrowth } from './shared/heap-growth.ts';
+import { openEarlyListener } from './shared/net/early-listener.ts';
 import { StoreInUseError } from './store/store-lock.ts';
 
 // Everything the service creates (store files, spools, event files, the secrets key) is for its
@@ -29,6 +31,10 @@ try {
   process.exit(78);
 }
 
+// The agents' ports before anything slow: an agent reconnecting during the start (ngrok's SDKs
+// retry 2.5 s after a restart began, then 125 s later) waits in them until the listeners are up.
+const agentPorts: AgentPorts = await openAgentPorts().catch(refuse);
+
 // Node keeps the compiled (type-stripped) modules under DATA_DIR, the service's own directory
 // (not the shared temp dir, where another user could plant code), so a restart loads them in
 // about half the time; the route-events workers inherit it through the environment. Only a
@@ -46,12 +52,7 @@ const logger = createLogger(config.logLevel);
 // Progress and the banner are for people and go to stderr: stdout carries only JSON log lines,
 // and the first key's token never reaches a log pipeline.
 const say = (line: string) => process.stderr.write(`${line}\n`);
-const service = await startService(config, logger, say).catch((error: unknown) => {
-  const [line, code] = refusal(error) ?? [];
-  if (line === undefined) throw error;
-  process.stderr.write(`${line}\n`);
-  process.exit(code);
-});
+const service = await startService(config, logger, say, agentPorts).catch(refuse);
 logger.info({ url: service.url, store: service.db.kind }, 'listening');
 say(`Agent Ingress listening on ${service.url} (store: ${service.db.kind})`);
 if (service.sshPort !== undefined) {
@@ -95,6 +96,21 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
       },
     );
   });
+}
+
+async function openAgentPorts(): Promise<AgentPorts> {
+  const { host, sshPort, agentPort } = config;
+  const ssh = sshPort === undefined ? undefined : await openEarlyListener(host, sshPort);
+  const ngrok = agentPort === undefined ? undefined : await openEarlyListener(host, agentPort);
+  return { ssh, ngrok };
+}
+
+/** Ends the process on a start's refusal (one line), or throws what is not one. */
+function refuse(error: unknown): never {
+  const [line, code] = refusal(error) ?? [];
+  if (line === undefined) throw error;
+  process.stderr.write(`${line}\n`);
+  process.exit(code);
 }
 
 /**

@@ -40,6 +40,7 @@ import {
 import type { Logger } from './shared/logger.ts';
 import { createMetrics, type Metrics } from './shared/metrics.ts';
 import { createIpRestrictions } from './shared/net/account-restrictions.ts';
+import type { EarlyListener } from './shared/net/early-listener.ts';
 import { type Keyring, loadKeyring } from './shared/secrets.ts';
 import { resealObjectSecrets, sealEndpointPolicies } from './store/account-objects.ts';
 import type { Db } from './store/db.ts';
@@ -78,6 +79,15 @@ export interface Service {
   close(): Promise<void>;
 }
 
+/**
+ * The agents' ports as main.ts bound them when the process began, so agents reconnecting during
+ * the start wait for it (shared/net/early-listener.ts); an absent one is bound by its listener.
+ */
+export interface AgentPorts {
+  ssh?: EarlyListener;
+  ngrok?: EarlyListener;
+}
+
 /** A step of the start, said to the person watching it (main.ts: on stderr). */
 export type StartProgress = (step: string) => void;
 
@@ -89,12 +99,23 @@ export async function startService(
   config: Config,
   logger: Logger,
   progress: StartProgress = () => {},
+  agentPorts: AgentPorts = {},
 ): Promise<Service> {
+  // A failed start closes the agents' ports too, whether a listener took them over or not.
+  return startOnStore({ config, logger, progress, agentPorts }).catch((error: unknown) => {
+    agentPorts.ssh?.close();
+    agentPorts.ngrok?.close();
+    throw error;
+  });
+}
+
+async function startOnStore(given: Omit<Started, 'keyring' | 'db'>): Promise<Service> {
+  const { config, logger, progress } = given;
   await prepareDataDir(config.dataDir, logger);
   const keyring = await loadKeyring(config);
   progress(storeOpening(config));
   const db = await openStore(config);
-  const started: Started = { config, logger, keyring, db, progress };
+  const started: Started = { ...given, keyring, db };
   try {
     return await startPlanes(started);
   } catch (error) {
@@ -112,6 +133,7 @@ interface Started {
   keyring: Keyring;
   db: Db;
   progress: StartProgress;
+  agentPorts: AgentPorts;
   pipeline?: Pipeline;
   registry?: SessionRegistry;
   agents?: Agents;
@@ -172,6 +194,7 @@ async function startPlanes(started: Started): Promise<Service> {
     onCommit: () => committed(started),
   });
   const agents = await startAgents(config, db, logger, pipeline, sessions, {
+    agentPorts: started.agentPorts,
     metrics,
     connectionLimits,
     ipAllowed: ipRestrictions.ipAllowed,
@@ -324,6 +347,7 @@ async function startAgents(
   pipeline: Pipeline,
   sessions: SessionRegistry,
   {
+    agentPorts,
     metrics,
     connectionLimits,
     ipAllowed,
@@ -333,6 +357,7 @@ async function startAgents(
     relayAuth,
     policies,
   }: {
+    agentPorts: AgentPorts;
     metrics: Metrics;
     connectionLimits: ConnectionLimits;
     ipAllowed: IpAllowed;
@@ -374,6 +399,7 @@ async function startAgents(
           openTcp,
           metrics,
           connectionLimits,
+          early: agentPorts.ssh,
         });
   let ngrok: NgrokListener | undefined;
   try {
@@ -399,6 +425,7 @@ async function startAgents(
             ipAllowed,
             openTcp,
             connectionLimits,
+            early: agentPorts.ngrok,
           });
     const relayClient = createRelayClient({
       db,

@@ -1,6 +1,7 @@
-import type { AddressInfo, Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { createServer, type TLSSocket } from 'node:tls';
 import type { ConnectionLimits } from '../../shared/http/connection-limits.ts';
+import { acceptOn, type EarlyListener } from '../../shared/net/early-listener.ts';
 import { STOP_REASONS } from '../sessions/session-events.ts';
 import {
   type AgentConnection,
@@ -19,6 +20,8 @@ import { assignedPortMemory } from './assigned-ports.ts';
 export interface NgrokListenerDeps extends AgentConnectionDeps {
   certificates: AgentCertificates;
   connectionLimits: ConnectionLimits;
+  /** AGENT_PORT as the process bound it at its start (main.ts); absent, the listener binds it. */
+  early?: EarlyListener;
 }
 
 export interface NgrokListener {
@@ -64,14 +67,11 @@ export async function startNgrokListener(deps: NgrokListenerDeps): Promise<Ngrok
   server.on('tlsClientError', (error: Error) =>
     logger.debug({ err: error }, 'agent listener: TLS handshake failed'),
   );
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(config.agentPort, config.host, () => resolve());
-  });
+  const accepting = await acceptOn(server, deps.early, config.host, config.agentPort);
   return {
-    port: (server.address() as AddressInfo).port,
+    port: accepting.port,
     async close() {
-      server.close();
+      accepting.stop();
       await Promise.all([...connections].map((c) => c.close(STOP_REASONS.shutdown)));
       setTimeout(() => {
         for (const socket of sockets) socket.destroy();

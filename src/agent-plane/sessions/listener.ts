@@ -1,7 +1,7 @@
-import type { AddressInfo } from 'node:net';
 import { createServer, type Server as NetServer, type Socket } from 'node:net';
 import ssh2 from 'ssh2';
 import type { Refusal } from '../../shared/http/connection-limits.ts';
+import { acceptOn, type EarlyListener } from '../../shared/net/early-listener.ts';
 import { DISCONNECT_CODES, refusalBytes } from './disconnect.ts';
 import { hostKeyFingerprint, loadHostKey } from './host-key.ts';
 import { createLoginLimits, type Login } from './login-limits.ts';
@@ -41,8 +41,13 @@ function refusalReason(why: Refusal, perListener: number): string {
     : 'too many connections for the open-file limit; retry shortly';
 }
 
-/** Starts the listener on SSH_PORT with the host key from DATA_DIR. */
-export async function startAgentListener(deps: AgentListenerDeps): Promise<AgentListener> {
+/**
+ * Starts the listener on SSH_PORT with the host key from DATA_DIR; on `early`, the port as the
+ * process bound it at its start (main.ts), when given.
+ */
+export async function startAgentListener(
+  deps: AgentListenerDeps & { early?: EarlyListener },
+): Promise<AgentListener> {
   const hostKey = await loadHostKey(deps.config.dataDir);
   const ssh = new ssh2.Server({
     hostKeys: [hostKey],
@@ -96,15 +101,12 @@ export async function startAgentListener(deps: AgentListenerDeps): Promise<Agent
     serveAgent(client, peer, connection.login, deps);
   });
   ssh.on('error', (error: Error) => deps.logger.warn({ err: error }, 'agent listener error'));
-  await new Promise<void>((resolve, reject) => {
-    net.once('error', reject);
-    net.listen(deps.config.sshPort, deps.config.host, () => resolve());
-  });
+  const accepting = await acceptOn(net, deps.early, deps.config.host, deps.config.sshPort);
   return {
-    port: (net.address() as AddressInfo).port,
+    port: accepting.port,
     hostKeyFingerprint: hostKeyFingerprint(hostKey),
     async close() {
-      net.close();
+      accepting.stop();
       await Promise.all(deps.registry.all().map((session) => session.end(STOP_REASONS.shutdown)));
       for (const socket of sockets) socket.destroy();
     },

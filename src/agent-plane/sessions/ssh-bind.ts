@@ -31,7 +31,9 @@ export function onGlobalRequest(
   info: unknown,
 ): void {
   if (name !== 'tcpip-forward') return void accept?.();
-  if (ctx.refused) return void reject?.();
+  // A refused agent's forward gets no answer: a rejection would end `ssh -o
+  // ExitOnForwardFailure=yes` before the disconnect that says why arrives.
+  if (ctx.refused) return;
   ctx.bindChecked = bindSession(ctx, info as Bind, accept, reject).catch((error: unknown) => {
     ctx.deps.logger.error({ err: error }, 'agent bind failed');
     reject?.();

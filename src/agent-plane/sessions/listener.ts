@@ -6,7 +6,7 @@ import { DISCONNECT_CODES, refusalBytes } from './disconnect.ts';
 import { hostKeyFingerprint, loadHostKey } from './host-key.ts';
 import { createLoginLimits, type Login } from './login-limits.ts';
 import { recordable, STOP_REASONS } from './session-events.ts';
-import { AGENT_CIPHERS } from './ssh-ciphers.ts';
+import { AGENT_CIPHERS, sshCryptoIsNative } from './ssh-ciphers.ts';
 import { serveAgent } from './ssh-connection.ts';
 import type { AgentListenerDeps } from './ssh-connection-context.ts';
 
@@ -100,6 +100,11 @@ export async function startAgentListener(deps: AgentListenerDeps): Promise<Agent
     net.once('error', reject);
     net.listen(deps.config.sshPort, deps.config.host, () => resolve());
   });
+  if (!sshCryptoIsNative()) {
+    deps.logger.info(
+      "SSH agents: ciphers in JavaScript, ssh2's native binding is not built (docs/agents.md, Ciphers)",
+    );
+  }
   return {
     port: (net.address() as AddressInfo).port,
     hostKeyFingerprint: hostKeyFingerprint(hostKey),

@@ -52,6 +52,11 @@ describe('the edge: upstream faults stay with their request', () => {
     agents.push(await boundAgent(ctx, nodeHost, (local.address() as AddressInfo).port));
     // Answers /status/<code> with that status line, /late as the edge's timeout expires.
     raw = await startRawUpstream((request, connection) => {
+      if (request.path === '/short') {
+        // 10 of the 100 bytes announced, then the agent's server closes the connection.
+        connection.socket.write('HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n0123456789');
+        return void connection.socket.end();
+      }
       if (request.path !== '/late') {
         const code = request.path.slice('/status/'.length);
         return void connection.socket.write(rawAnswer(`${code} As Asked`, 'as asked'));
@@ -129,6 +134,18 @@ describe('the edge: upstream faults stay with their request', () => {
     await stillServing(sessions);
     const found = await eventsOf(events, '/late');
     expect(found.map((event) => event.http.response.status_code)).toEqual([504]);
+  });
+
+  it("cuts the client's response short when the agent's answer is cut short", async () => {
+    const sessions = await sessionIds(ctx);
+    const client = await openRaw(`http://127.0.0.1:${ctx.service.edgePort}`);
+    client.send(requestHead('GET', '/short', { host: rawHost }));
+    await client.closed;
+    const received = client.received();
+    expect(received).toMatch(/^HTTP\/1\.1 200 /);
+    expect(received.endsWith('\r\n\r\n0123456789')).toBe(true);
+    expect(client.responses()).toEqual([]);
+    await stillServing(sessions);
   });
 
   it('ends the channel of a request whose client left, at once', async () => {

@@ -7,7 +7,7 @@ import {
   type ServerResponse,
 } from 'node:http';
 import type { Socket } from 'node:net';
-import { pipeline, type Readable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import type { Logger } from '../../shared/logger.ts';
 import { TOO_MANY_STREAMS } from '../sessions/live-session.ts';
 import { errorPage, invalidStatus } from './edge-answers.ts';
@@ -66,8 +66,22 @@ export type Responder = (
 /** The answer as it came: status, end-to-end fields, body streamed. */
 const passThrough: Responder = (answer, fields, response) => {
   response.writeHead(answer.statusCode!, fields);
-  pipeline(answer, response, () => {});
+  relayBody(answer, response);
 };
+
+/**
+ * Streams an answer's body to the client; an answer cut short (its stream failed or closed)
+ * cuts the response short too. Not stream.pipeline: it aborts an AbortController whenever it
+ * finishes, and that DOMException's stack trace was ~2 % of the edge's thread per request.
+ */
+export function relayBody(answer: IncomingMessage, response: ServerResponse): void {
+  answer.pipe(response);
+  const cutShort = () => {
+    if (!answer.complete) response.destroy();
+  };
+  answer.once('error', cutShort);
+  answer.once('close', cutShort);
+}
 
 /** Sends `request` to the agent and streams its answer to `response`; what was answered. */
 export function forwardRequest(

@@ -1,7 +1,8 @@
 import type { IncomingMessage } from 'node:http';
+import { httpEventBytes } from './http-event-bytes.ts';
 import type { Peer } from './peer.ts';
 import type { EdgePublisher } from './publisher.ts';
-import { type CompletedRequest, publishRequestOf } from './traffic-event.ts';
+import type { CompletedRequest } from './traffic-event.ts';
 
 // Step four of a request's way through the edge, "record the event": every answer, the agent's
 // or the edge's own, is one http_request_complete.v0 of the session's account (a WebSocket is
@@ -26,7 +27,7 @@ export type RecordRequest = (
 export function requestRecorder(publisher: EdgePublisher): RecordRequest {
   return (accountId, { conn, tls }, request, answer) =>
     publisher.publish(
-      publishRequestOf({
+      httpEventBytes({
         accountId,
         conn,
         tls,

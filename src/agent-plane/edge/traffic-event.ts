@@ -54,12 +54,20 @@ export interface CompletedRequest {
   endMs: number;
 }
 
+/** Field names capitalized so far: clients send the same few names again and again. */
+const capitalized = new Map<string, string>();
+const CAPITALIZED_KEPT = 1000;
+
 /** `content-type` → `Content-Type` (keys capitalized, as the catalogue says). */
 function capitalize(name: string): string {
-  return name.replace(
-    /(^|-)([a-z])/g,
-    (_, dash: string, letter: string) => dash + letter.toUpperCase(),
-  );
+  let done = capitalized.get(name);
+  if (done === undefined) {
+    done = name.replace(/(^|-)([a-z])/g, (_, dash: string, letter: string) => {
+      return dash + letter.toUpperCase();
+    });
+    if (capitalized.size < CAPITALIZED_KEPT) capitalized.set(name, done);
+  }
+  return done;
 }
 
 /** Headers normalized as the catalogue says: keys capitalized, values lowercased, repeats kept. */
@@ -67,7 +75,9 @@ export function normalizeHeaders(headers: NodeJS.Dict<string | string[] | number
   const out: Record<string, { values: string[] }> = {};
   for (const [name, value] of Object.entries(headers)) {
     if (value === undefined) continue;
-    const values = [value].flat().map((v) => String(v).toLowerCase());
+    const values = Array.isArray(value)
+      ? value.map((v) => v.toLowerCase())
+      : [String(value).toLowerCase()];
     out[capitalize(name.toLowerCase())] = { values };
   }
   return out;
@@ -82,12 +92,20 @@ export function combinedIpDecision(restrictions: string, policy: string | undefi
   return 'invalid';
 }
 
-/** The event's payload; modules that did not run say `invalid`. */
+/** A request's URL, for its path and query. */
+export function requestUrl(scheme: string, host: string, target: string): URL {
+  return new URL(target, `${scheme}://${host}`);
+}
+
+/**
+ * The event's payload; modules that did not run say `invalid`. The edge writes these bytes with
+ * http-event-bytes.ts; this message is what they are checked against.
+ */
 export function httpRequestComplete(done: CompletedRequest): HttpRequestCompleteInit {
   const { conn, request, response, tls } = done;
   const d = done.decisions;
   const scheme = tls === undefined ? 'http' : 'https';
-  const url = new URL(request.target, `${scheme}://${request.host}`);
+  const url = requestUrl(scheme, request.host, request.target);
   return {
     backend: { connectionReused: done.connectionReused },
     basicAuth: d ? d.basicAuth : { decision: 'invalid' },

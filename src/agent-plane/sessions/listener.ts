@@ -6,7 +6,7 @@ import { DISCONNECT_CODES, refusalBytes } from './disconnect.ts';
 import { hostKeyFingerprint, loadHostKey } from './host-key.ts';
 import { createLoginLimits, type Login } from './login-limits.ts';
 import { recordable, STOP_REASONS } from './session-events.ts';
-import { AGENT_CIPHERS } from './ssh-ciphers.ts';
+import { AGENT_CIPHERS, sshCryptoIsNative } from './ssh-ciphers.ts';
 import { serveAgent } from './ssh-connection.ts';
 import type { AgentListenerDeps } from './ssh-connection-context.ts';
 
@@ -102,6 +102,11 @@ export async function startAgentListener(
   });
   ssh.on('error', (error: Error) => deps.logger.warn({ err: error }, 'agent listener error'));
   const accepting = await acceptOn(net, deps.early, deps.config.host, deps.config.sshPort);
+  if (!sshCryptoIsNative()) {
+    deps.logger.info(
+      "SSH agents: ciphers in JavaScript, ssh2's native binding is not built (docs/agents.md, Ciphers)",
+    );
+  }
   return {
     port: accepting.port,
     hostKeyFingerprint: hostKeyFingerprint(hostKey),

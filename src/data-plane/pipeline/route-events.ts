@@ -1,5 +1,3 @@
-import { create, toBinary } from '@bufbuild/protobuf';
-import { PublishResponseSchema } from '../../gen/agent_ingress/ingest/v0/ingest_pb.ts';
 import type { AppError } from '../../shared/errors.ts';
 import { newId } from '../../shared/ids.ts';
 import type { SpanProjection } from '../filter/index.ts';
@@ -10,6 +8,7 @@ import { type RequestText, readPublishRequest, type TextEvent } from '../wire-js
 import type { EventJson } from '../wire-json/to-json.ts';
 import type { SlabPool } from './block-slabs.ts';
 import { eventsByAccount, RequestTally } from './match-tally.ts';
+import { encodePublishResponse } from './publish-response.ts';
 import type { Route, Routing } from './routing.ts';
 import { sampled } from './sampling.ts';
 import { createTee, type TapSpec } from './tap-tee.ts';
@@ -253,10 +252,7 @@ export function routeRequest(
     if (routedAny) matched++;
     tally.event(accountId, routedAny);
   }
-  const response = toBinary(
-    PublishResponseSchema,
-    create(PublishResponseSchema, { accepted: events.length, eventIds }),
-  );
+  const response = encodePublishResponse(events.length, eventIds);
   const handedOff = handOff(writers, slabs);
   return {
     kind: 'routed',

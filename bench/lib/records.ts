@@ -4,6 +4,7 @@ import { compileRouting } from '../../src/data-plane/pipeline/routing.ts';
 import { batchOf, RecordBlock } from '../../src/data-plane/sinks/record-block.ts';
 import type { Batch } from '../../src/data-plane/sinks/types.ts';
 import { PublishRequestSchema } from '../../src/gen/agent_ingress/ingest/v0/ingest_pb.ts';
+import { partsOf } from '../../test/helpers/blocks.ts';
 import { generateEvents } from '../../test/helpers/events.ts';
 
 // Delivery records exactly as the route-events worker makes them (routeRequest over binary
@@ -36,7 +37,7 @@ export function recordBatches(size: number, batches: number): Batch[] {
     );
     const result = routeRequest(routing, bytes, Date.now());
     if (result.kind !== 'routed') throw new Error(`routeRequest: ${JSON.stringify(result)}`);
-    for (const delivery of result.deliveries) blocks.push(new RecordBlock(delivery.parts));
+    for (const delivery of result.deliveries) blocks.push(new RecordBlock(partsOf(delivery)));
   }
   // Batches as the batcher makes them: pieces of the workers' blocks, not copies.
   const out: Batch[] = [];

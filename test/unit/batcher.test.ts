@@ -157,6 +157,32 @@ describe('batcher', () => {
     await b.close();
   });
 
+  it('rejects an add whose first batch failed only once its later batches flushed too', async () => {
+    // The caller reuses a block's bytes once its add settles: no batch may still hold them.
+    const gates: Array<() => void> = [];
+    let flushes = 0;
+    const b = createBatcher({
+      maxEvents: 1,
+      maxBytes: 1 << 20,
+      lingerMs: 5,
+      flush: () =>
+        flushes++ === 0
+          ? Promise.reject(new Error('boom'))
+          : new Promise<void>((r) => gates.push(r)),
+    });
+    let settled = false;
+    const done = b.add(RecordBlock.of([rec(1), rec(2)])).finally(() => {
+      settled = true;
+    });
+    done.catch(() => {});
+    await new Promise((r) => setTimeout(r, 20));
+    expect(flushes).toBe(2);
+    expect(settled).toBe(false);
+    gates.shift()?.();
+    await expect(done).rejects.toThrow('boom');
+    await b.close();
+  });
+
   it('bounds pending bytes: rejects a whole add with BatcherFullError, accepts again after flush', async () => {
     let release: () => void = () => {};
     const b = createBatcher({

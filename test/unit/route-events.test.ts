@@ -7,7 +7,7 @@ import {
   PublishRequestSchema,
   PublishResponseSchema,
 } from '../../src/gen/agent_ingress/ingest/v0/ingest_pb.ts';
-import { recordsOf } from '../helpers/blocks.ts';
+import { partsOf, recordsOf } from '../helpers/blocks.ts';
 import { generateEvents } from '../helpers/events.ts';
 
 const HTTP = 'http_request_complete.v0';
@@ -114,7 +114,7 @@ describe('routeRequest', () => {
     const result = routeRequest(routing, bytes, Date.now(), 5);
     if (result.kind !== 'routed') throw new Error(`not routed: ${result.kind}`);
     // Each destination has its own copy of the records: both count.
-    const [d1, d2] = result.deliveries.map((d) => d.parts);
+    const [d1, d2] = result.deliveries.map(partsOf);
     expect(Buffer.from(d2.text).equals(Buffer.from(d1.text))).toBe(true);
     expect(result.bytes).toBe(2 * (d1.text.length + d1.meta.length));
   });

@@ -1,11 +1,12 @@
 import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import { afterAll, describe, expect, it } from 'vitest';
+import { SlabRegistry } from '../../src/data-plane/pipeline/block-slabs.ts';
 import { createRoutePool } from '../../src/data-plane/pipeline/worker-pool.ts';
+import { RecordBlock } from '../../src/data-plane/sinks/record-block.ts';
 import {
   PublishRequestSchema,
   PublishResponseSchema,
 } from '../../src/gen/agent_ingress/ingest/v0/ingest_pb.ts';
-import { recordsOf } from '../helpers/blocks.ts';
 import { generateEvents } from '../helpers/events.ts';
 
 describe('route-events worker pool', () => {
@@ -14,6 +15,7 @@ describe('route-events worker pool', () => {
     maxQueue: 8,
     maxEvents: 10_000,
     maxBytes: 4 * 1024 * 1024,
+    maxInflightBytes: 16 * 1024 * 1024,
   });
   afterAll(() => pool.close());
 
@@ -35,9 +37,16 @@ describe('route-events worker pool', () => {
     });
     const after = await pool.route(bytes, Date.now());
     if (after.kind !== 'routed') throw new Error(after.kind);
-    expect(after.deliveries.map((d) => [d.destinationId, recordsOf(d).length])).toEqual([
-      ['ed_1', 4],
-    ]);
+    // The block comes in one of the worker's slabs, announced with the result.
+    const slabs = new SlabRegistry();
+    slabs.learn(after.slabs);
+    const [delivery] = after.deliveries;
+    if (!('slab' in delivery)) throw new Error('expected a slab block');
+    expect(delivery.destinationId).toBe('ed_1');
+    expect(new RecordBlock(slabs.parts(delivery.slab)).records().map((r) => r.eventType)).toEqual(
+      Array(4).fill('tcp_connection_closed.v0'),
+    );
+    slabs.free(delivery.slab);
     expect(fromBinary(PublishResponseSchema, after.response).accepted).toBe(4);
   });
 

@@ -81,6 +81,17 @@ interface Feed<R> {
   taken: () => void;
 }
 
+/**
+ * Every flush's result once all have settled, or the first failure: an add's records may be in
+ * several batches, and the caller may reuse their bytes only when no batch holds them any more.
+ */
+async function allSettled<R>(waits: Set<Promise<R>>): Promise<R[]> {
+  const results = await Promise.allSettled(waits);
+  const failure = results.find((result) => result.status === 'rejected');
+  if (failure !== undefined) throw failure.reason;
+  return results.map((result) => (result as PromiseFulfilledResult<R>).value);
+}
+
 /** Builds a batcher: flush on max events, max bytes, or a linger timer started at the first record. */
 export function createBatcher<R>(deps: BatcherDeps<R>): Batcher<R> {
   const { maxEvents, maxBytes, lingerMs } = deps;
@@ -128,11 +139,11 @@ class GroupCommitBatcher<R> implements Batcher<R> {
         this.feeding = { block: records, next: 0, waits, taken: resolve };
       });
       this.feed();
-      return taken.then(() => Promise.all(waits));
+      return taken.then(() => allSettled(waits));
     }
     this.pending += total;
     this.addRange(records, 0, records.count, waits);
-    return Promise.all(waits);
+    return allSettled(waits);
   }
 
   get pendingBytes(): number {

@@ -13,6 +13,7 @@ import {
 } from './account-stats.ts';
 import { type Admission, type Claim, createAdmission } from './admission.ts';
 import { type AuditRelay, createAuditRelay } from './audit-relay.ts';
+import { SlabRegistry } from './block-slabs.ts';
 import { ConfigLoader } from './config-loader.ts';
 import { deliverAll } from './deliver.ts';
 import type { DestinationHealth } from './destination-health.ts';
@@ -82,6 +83,8 @@ interface Parts {
   taps: Taps;
   counts: PipelineCounts;
   logger: Logger;
+  /** The workers' slabs, which routed blocks are views of until delivered. */
+  slabs: SlabRegistry;
 }
 
 /** A worker's answer for a request it routed. */
@@ -145,6 +148,7 @@ function buildParts({ config, logger, metrics }: PipelineDeps): Parts {
     maxQueue: config.maxInflightRequests,
     maxEvents: config.maxIngestEvents,
     maxBytes: config.maxIngestBytes,
+    maxInflightBytes: config.maxInflightBytes,
   });
   const admission = createAdmission({
     maxRequests: config.maxInflightRequests,
@@ -168,6 +172,7 @@ function buildParts({ config, logger, metrics }: PipelineDeps): Parts {
     taps: createTaps(),
     counts: createPipelineCounts(),
     logger,
+    slabs: new SlabRegistry(),
   };
 }
 
@@ -200,7 +205,7 @@ async function publish(
 
 /** Routes the request in a worker; any answer but `routed` becomes the request's error. */
 async function route(
-  { pool, taps, counts, logger }: Parts,
+  { pool, taps, counts, logger, slabs }: Parts,
   request: Uint8Array,
   receivedAt: number,
 ): Promise<Routed> {
@@ -222,13 +227,17 @@ async function route(
     throw new AppError('ERR_INVALID_EVENTS', result.message);
   }
   if (result.kind === 'too-many') throw new AppError('ERR_BODY_TOO_LARGE', result.message);
+  slabs.learn(result.slabs);
   if (result.tapped !== undefined) taps.offer(result.tapped);
   return result;
 }
 
-/** Waits until every destination holds its records durably, the records held on the claim meanwhile. */
+/**
+ * Waits until every destination holds its records durably, the records held on the claim
+ * meanwhile; then (delivered or not) gives the blocks' slabs back to the workers.
+ */
 async function deliver(
-  { destinations, counts }: Parts,
+  { destinations, counts, slabs }: Parts,
   routed: Routed,
   claim: Claim,
   admitEvents?: (events: number) => void | Promise<void>,
@@ -237,11 +246,12 @@ async function deliver(
     claim.take(routed.bytes);
     try {
       await admitEvents?.(routed.accepted);
+      // deliverAll settles only once no destination holds a view of a block any more.
       await deliverAll(
         destinations,
-        routed.deliveries.map(({ destinationId, parts }) => ({
-          destinationId,
-          block: new RecordBlock(parts),
+        routed.deliveries.map((delivery) => ({
+          destinationId: delivery.destinationId,
+          block: new RecordBlock('slab' in delivery ? slabs.parts(delivery.slab) : delivery.parts),
         })),
       );
     } finally {
@@ -250,6 +260,8 @@ async function deliver(
   } catch (error) {
     counts.rejected(routed.tally.accounts.map(([accountId, events]) => [accountId, events]));
     throw error;
+  } finally {
+    for (const delivery of routed.deliveries) if ('slab' in delivery) slabs.free(delivery.slab);
   }
   counts.routed(routed.tally);
 }

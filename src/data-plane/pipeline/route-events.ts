@@ -1,5 +1,3 @@
-import { create, toBinary } from '@bufbuild/protobuf';
-import { PublishResponseSchema } from '../../gen/agent_ingress/ingest/v0/ingest_pb.ts';
 import type { AppError } from '../../shared/errors.ts';
 import { newId } from '../../shared/ids.ts';
 import type { SpanProjection } from '../filter/index.ts';
@@ -8,7 +6,9 @@ import { DEFAULT_REDACTION } from '../redaction/policy.ts';
 import { BlockWriter, RecordMeta } from '../sinks/record-block.ts';
 import { type RequestText, readPublishRequest, type TextEvent } from '../wire-json/request-text.ts';
 import type { EventJson } from '../wire-json/to-json.ts';
+import type { SlabPool } from './block-slabs.ts';
 import { eventsByAccount, RequestTally } from './match-tally.ts';
+import { encodePublishResponse } from './publish-response.ts';
 import type { Route, Routing } from './routing.ts';
 import { sampled } from './sampling.ts';
 import { createTee, type TapSpec } from './tap-tee.ts';
@@ -101,6 +101,30 @@ interface Written {
 }
 
 /**
+ * Each destination's block, copied out of its writer into a slab of `slabs` when one is free
+ * (or into buffers of its own), and the writers kept for the next request.
+ */
+function handOff(writers: Map<string, BlockWriter>, slabs: SlabPool | undefined) {
+  const deliveries: Delivery[] = [];
+  let bytes = 0;
+  for (const [destinationId, writer] of writers) {
+    const { count, textBytes, metaBytes } = writer.sizes;
+    bytes += textBytes + metaBytes;
+    const slab = slabs?.take(count, textBytes, metaBytes);
+    if (slab === undefined) {
+      deliveries.push({ destinationId, parts: writer.copyOut().parts() });
+    } else {
+      writer.copyTo(slab.parts);
+      deliveries.push({ destinationId, slab: slab.block });
+    }
+    if (spareWriters.length < MAX_SPARE_WRITERS && writer.capacity <= MAX_SPARE_BYTES) {
+      spareWriters.push(writer);
+    }
+  }
+  return { deliveries, bytes };
+}
+
+/**
  * The per-request work of the data plane: read the request (every event's JSON text written
  * once), validate every event (one bad event rejects the request, so nothing of it is
  * delivered), then for each event its account's routes: filter on its Filterable leaves, copy
@@ -112,6 +136,7 @@ export function routeRequest(
   receivedAt: number,
   maxEvents = Number.POSITIVE_INFINITY,
   taps?: readonly TapSpec[],
+  slabs?: SlabPool,
 ): RouteResult {
   let request: RequestText;
   try {
@@ -227,27 +252,16 @@ export function routeRequest(
     if (routedAny) matched++;
     tally.event(accountId, routedAny);
   }
-  const deliveries: Delivery[] = [];
-  let blockBytes = 0;
-  for (const [destinationId, writer] of writers) {
-    const block = writer.copyOut();
-    if (spareWriters.length < MAX_SPARE_WRITERS && writer.capacity <= MAX_SPARE_BYTES) {
-      spareWriters.push(writer);
-    }
-    blockBytes += block.text.length + block.meta.length;
-    deliveries.push({ destinationId, parts: block.parts() });
-  }
-  const response = toBinary(
-    PublishResponseSchema,
-    create(PublishResponseSchema, { accepted: events.length, eventIds }),
-  );
+  const response = encodePublishResponse(events.length, eventIds);
+  const handedOff = handOff(writers, slabs);
   return {
     kind: 'routed',
     response,
     accepted: events.length,
     matched,
-    deliveries,
-    bytes: blockBytes,
+    deliveries: handedOff.deliveries,
+    bytes: handedOff.bytes,
+    slabs: slabs?.announce(),
     tally: tally.result(),
     ...(tee === undefined ? {} : { tapped: tee.catches() }),
   };

@@ -3,7 +3,7 @@ import { Piscina } from 'piscina';
 import { AppError } from '../../shared/errors.ts';
 import type { RoutingConfig } from './routing.ts';
 import type { TapSpec } from './tap-tee.ts';
-import type { RouteResult, RouteTask } from './worker-protocol.ts';
+import type { RouteResult, RouteTask, RouteWorkerData } from './worker-protocol.ts';
 
 const WORKER_FILE = join(import.meta.dirname, '..', 'workers', 'route-events.ts');
 
@@ -51,6 +51,8 @@ export function createRoutePool(options: {
   maxEvents: number;
   /** Bytes a request may carry (MAX_INGEST_BYTES): sizes the workers' heaps. */
   maxBytes: number;
+  /** Bytes all requests may hold at once (MAX_INFLIGHT_BYTES): bounds each worker's slabs. */
+  maxInflightBytes: number;
 }): RoutePool {
   const pool = new Piscina<RouteTask, RouteResult>({
     filename: WORKER_FILE,
@@ -59,6 +61,7 @@ export function createRoutePool(options: {
     maxQueue: options.maxQueue,
     idleTimeout: Number.POSITIVE_INFINITY,
     resourceLimits: workerHeapLimits(options.maxBytes),
+    workerData: { slabBytes: options.maxInflightBytes } satisfies RouteWorkerData,
   });
   // Piscina reports a worker that fails between tasks here; unheard, it would end the process.
   // The pool replaces the worker by itself, so there is nothing else to do.

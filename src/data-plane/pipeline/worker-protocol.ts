@@ -1,10 +1,17 @@
 import type { BlockParts } from '../sinks/record-block.ts';
+import type { SlabBlock } from './block-slabs.ts';
 import type { Tally } from './match-tally.ts';
 import type { RoutingConfig } from './routing.ts';
 import type { TapCatch, TapSpec } from './tap-tee.ts';
 
 // The typed boundary between the ingest thread and the route-events workers: one task per
 // Publish request (never per event), one result per task.
+
+/** What every worker is started with. */
+export interface RouteWorkerData {
+  /** Bound on the worker's block slabs (block-slabs.ts): MAX_INFLIGHT_BYTES. */
+  slabBytes: number;
+}
 
 /** One Publish request for a worker: its protobuf bytes and the routing version to apply. */
 export interface RouteTask {
@@ -22,13 +29,11 @@ export interface RouteTask {
 }
 
 /**
- * The records one destination must make durable for the request to be acknowledged: a block's
- * buffers, transferred from the worker (record-block.ts).
+ * The records one destination must make durable for the request to be acknowledged: a block in
+ * one of the worker's slabs (block-slabs.ts), or, when none is free, a block's buffers
+ * transferred from the worker (record-block.ts).
  */
-export interface Delivery {
-  destinationId: string;
-  parts: BlockParts;
-}
+export type Delivery = { destinationId: string } & ({ slab: SlabBlock } | { parts: BlockParts });
 
 /** What a worker answers. */
 export type RouteResult =
@@ -51,4 +56,6 @@ export type RouteResult =
       tally: Tally;
       /** What the open taps caught; present only when the task carried taps. */
       tapped?: TapCatch[];
+      /** Slabs the worker made for this result's blocks: the ingest thread learns each once. */
+      slabs?: [number, SharedArrayBuffer][];
     };

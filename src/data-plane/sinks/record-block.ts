@@ -45,7 +45,7 @@ export interface Batch {
 }
 
 /** How many metadata values a record has (event id, event type, account id, partition key). */
-const META = 4;
+export const META = 4;
 
 /** A record's metadata values, by their place in the block. */
 export const META_FIELD = { eventId: 0, eventType: 1, accountId: 2, partitionKey: 3 } as const;
@@ -151,6 +151,21 @@ export class RecordBlock implements Batch {
   /** The buffers, to hand to another thread. */
   parts(): BlockParts {
     return { text: this.text, ends: this.ends, meta: this.meta, metaEnds: this.metaEnds };
+  }
+
+  /**
+   * The block with bytes of its own: a copy when its bytes are views of a slab the ingest
+   * thread gives back to a worker once delivery settles (pipeline/block-slabs.ts), for a sink
+   * whose client might still read them after its write() settled.
+   */
+  detached(): RecordBlock {
+    if (!(this.text.buffer instanceof SharedArrayBuffer)) return this;
+    return new RecordBlock({
+      text: Buffer.from(this.text),
+      ends: this.ends.slice(),
+      meta: Buffer.from(this.meta),
+      metaEnds: this.metaEnds.slice(),
+    });
   }
 
   /** Records [from, to) as a block of their own: views of the same bytes, offsets rebased. */
@@ -326,20 +341,33 @@ export class BlockWriter {
    * (page faults and garbage collections triggered by external memory, measured in a worker).
    */
   copyOut(): RecordBlock {
-    const text = Buffer.allocUnsafeSlow(this.pos);
-    this.buf.copy(text, 0, 0, this.pos);
-    const meta = Buffer.allocUnsafeSlow(this.metaPos);
-    this.meta.copy(meta, 0, 0, this.metaPos);
-    const block = new RecordBlock({
-      text,
-      ends: this.ends.slice(0, this.count),
-      meta,
-      metaEnds: this.metaEnds.slice(0, this.count * META),
-    });
+    const parts: BlockParts = {
+      text: Buffer.allocUnsafeSlow(this.pos),
+      ends: new Uint32Array(this.count),
+      meta: Buffer.allocUnsafeSlow(this.metaPos),
+      metaEnds: new Uint32Array(this.count * META),
+    };
+    this.copyTo(parts);
+    return new RecordBlock(parts);
+  }
+
+  /** The sizes of the block written: what `copyTo` needs room for. */
+  get sizes(): { count: number; textBytes: number; metaBytes: number } {
+    return { count: this.count, textBytes: this.pos, metaBytes: this.metaPos };
+  }
+
+  /**
+   * Copies the block written into `parts` (each exactly the size `sizes` gives: a slab's views,
+   * say) and empties the writer for the next block.
+   */
+  copyTo(parts: BlockParts): void {
+    parts.text.set(this.buf.subarray(0, this.pos));
+    parts.ends.set(this.ends.subarray(0, this.count));
+    parts.meta.set(this.meta.subarray(0, this.metaPos));
+    parts.metaEnds.set(this.metaEnds.subarray(0, this.count * META));
     this.pos = 0;
     this.count = 0;
     this.metaPos = 0;
-    return block;
   }
 
   private pushEnd(): void {

@@ -13,11 +13,12 @@ import { stringListEntry, struct } from './wire-struct.ts';
 
 // Decodes the protobuf wire format of a PublishRequest straight to the catalogue's JSON shape:
 // for every event, the object `trafficToJson(type)(fromBinary(...))` would give, without the
-// protobuf-es message in between. bench/decode-micro.ts: ~15 µs per event for fromBinary +
-// trafficToJson, ~5 µs for this, of which ~1.7 µs is V8 building the header objects (keys in
-// ever new orders make new hidden classes; both paths pay that). Like to-json, each message
-// type gets a function generated from its descriptor (docs/decisions.md#catalogue: the descriptors stay the
-// one source of truth): one `switch` over the tags it declares, writing constant property
+// protobuf-es message in between (measured when it was the worker's decoder: ~15 µs per event
+// for fromBinary + trafficToJson, ~5 µs for this, of which ~1.7 µs was V8 building the header
+// objects). The worker now writes text (request-text.ts; bench/decode-micro.ts measures it) and
+// decodes objects with this only off the hot path and for payloads whose fields come out of
+// order. Like to-json, each message type gets a function generated from its descriptor
+// (docs/decisions.md#catalogue: the descriptors stay the one source of truth): one `switch` over the tags it declares, writing constant property
 // names. The generated source holds only numbers, property names checked to be plain
 // identifiers, and descriptor names in comments, reduced to [A-Za-z0-9_.].
 //

@@ -1,16 +1,19 @@
 import { readlinkSync } from 'node:fs';
 import { setPriority } from 'node:os';
 import { isMainThread } from 'node:worker_threads';
-import { move, transferableSymbol, valueSymbol } from 'piscina';
+import { move, transferableSymbol, valueSymbol, workerData } from 'piscina';
+import { SlabPool } from '../pipeline/block-slabs.ts';
 import { routeRequest } from '../pipeline/route-events.ts';
 import { compileRouting, type Routing } from '../pipeline/routing.ts';
-import type { RouteResult, RouteTask } from '../pipeline/worker-protocol.ts';
+import type { RouteResult, RouteTask, RouteWorkerData } from '../pipeline/worker-protocol.ts';
 
 // Piscina worker entry point. Each worker keeps the routing (compiled CEL filters and
 // projections) of one configuration version; a task for another version makes it ask for the
 // configuration, which the pool sends with the retried task. No database access here.
 
 let routing: Routing | undefined;
+// Shared memory for the blocks of the requests in flight (worker-pool.ts gives its bound).
+const slabs = new SlabPool((workerData as RouteWorkerData).slabBytes);
 
 // A worker yields the CPU to the ingest thread (nice +10 for this thread; Linux names it in
 // /proc/thread-self): when the pool is saturated, the event loop that reads requests, answers
@@ -30,7 +33,7 @@ export default function routeEvents(task: RouteTask): RouteResult | ReturnType<t
       routing = compileRouting(task.config);
     }
     if (routing === undefined || routing.version !== task.version) return { kind: 'need-config' };
-    result = routeRequest(routing, task.request, task.receivedAt, task.maxEvents, task.taps);
+    result = routeRequest(routing, task.request, task.receivedAt, task.maxEvents, task.taps, slabs);
   } catch (error) {
     return {
       kind: 'failed',
@@ -38,9 +41,11 @@ export default function routeEvents(task: RouteTask): RouteResult | ReturnType<t
     };
   }
   if (result.kind !== 'routed') return result;
-  // The blocks' buffers are moved to the ingest thread, not copied.
+  // Blocks not in a slab: their buffers are moved to the ingest thread, not copied.
   const buffers = new Set<ArrayBufferLike>([result.response.buffer]);
-  for (const { parts } of result.deliveries) {
+  for (const delivery of result.deliveries) {
+    if (!('parts' in delivery)) continue;
+    const { parts } = delivery;
     for (const part of [parts.text, parts.ends, parts.meta, parts.metaEnds])
       buffers.add(part.buffer);
   }

@@ -8,12 +8,15 @@ const EVENT_ID = Buffer.from('event_id');
 /**
  * One batch as Kafka messages for `topic`. The key is the record's partition key, so one host's
  * events stay in one partition, in order; the headers let consumers route without parsing the
- * value. Key, value and header values are views of their block's bytes, not copies.
+ * value. Key, value and header values are views of their block's bytes (its own: see detached).
  */
 export function encodeMessages(batch: Batch, topic: string): MessageToProduce[] {
   const messages: MessageToProduce[] = new Array(batch.count);
   let n = 0;
-  for (const block of batch.blocks) {
+  // The client keeps views of the values until its request is written, which a timed-out send
+  // may outlive: the bytes must be the batch's own.
+  for (const shared of batch.blocks) {
+    const block = shared.detached();
     for (let i = 0; i < block.count; i++) {
       messages[n++] = {
         topic,

@@ -128,7 +128,15 @@ describe('request logs', () => {
         );
         if (end === 'reset') conn.socket.resetAndDestroy();
         else conn.socket.end();
-        await sleep(300);
+        // Where the service says why, its line is the sign the abort was handled; else a pause.
+        if (saysWhy) {
+          await until(
+            'the line saying why',
+            () => lines.some((l) => l.msg === CLOSED_MID_REQUEST),
+            5000,
+            10,
+          );
+        } else await sleep(300);
         const errors = lines.filter((line) => line.level >= ERROR_LEVEL);
         expect(errors, `${end}: ${JSON.stringify(errors)}`).toEqual([]);
         const why = lines.find((line) => line.msg === CLOSED_MID_REQUEST);

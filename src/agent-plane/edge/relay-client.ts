@@ -154,7 +154,11 @@ export function createRelayClient(deps: RelayClientDeps): EdgeRelay {
   });
 
   return {
-    internalElsewhere: (accountId) => internalEndpointsElsewhere(deps.db, accountId, deps.ownerId),
+    // An embedded store is one instance's (store-lock.ts): no other holds an endpoint.
+    internalElsewhere: async (accountId) =>
+      deps.db.kind === 'pglite'
+        ? new Set<string>()
+        : internalEndpointsElsewhere(deps.db, accountId, deps.ownerId),
 
     async request(host, request, response, peer, body) {
       const owner = await ownerOf(host);

@@ -139,6 +139,23 @@ export async function sessionOfEndpoint(
   return found.rows[0];
 }
 
+/**
+ * The account's internal endpoints (`<name>.internal`) that live sessions of instances other
+ * than `ownerId` serve: their hostnames (the rows' endpoint is `<account>/<name>.internal`).
+ */
+export async function internalEndpointsElsewhere(
+  db: Queryable,
+  accountId: string,
+  ownerId: string,
+): Promise<Set<string>> {
+  const found = await db.query<{ endpoint: string }>(
+    `SELECT endpoint FROM agent_sessions
+      WHERE account_id = $1 AND endpoint LIKE '%.internal' AND owner_id <> $2 AND ${LIVE}`,
+    [accountId, ownerId],
+  );
+  return new Set(found.rows.map((row) => row.endpoint.slice(accountId.length + 1)));
+}
+
 /** The account's live session `id`. */
 export async function sessionOfAccount(
   db: Queryable,

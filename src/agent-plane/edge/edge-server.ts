@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import type { Duplex } from 'node:stream';
+import type { Duplex, Readable } from 'node:stream';
 import type { Config } from '../../config/load.ts';
 import type { ConnectionLimits } from '../../shared/http/connection-limits.ts';
 import type { Logger } from '../../shared/logger.ts';
@@ -9,11 +9,13 @@ import type { DecideEndpointIp } from '../sessions/ip-allowed.ts';
 import type { SessionRegistry } from '../sessions/registry.ts';
 import { errorPage, refuseUpgrade } from './edge-answers.ts';
 import { edgeListeners, httpsServer } from './edge-listeners.ts';
+import type { RelayTo } from './endpoint-chain.ts';
 import { createSessionFinder } from './find-session.ts';
 import { hostOf, misdirectedFrom, type Peer, peerOf } from './peer.ts';
 import type { EdgePublisher } from './publisher.ts';
 import { requestRecorder } from './record-event.ts';
 import type { EdgeRelay } from './relay-client.ts';
+import { acceptPassthrough, type RelayedPassthrough } from './relay-passthrough.ts';
 import { targetRefusal } from './request-target.ts';
 import { type RequestSteps, serveRequest } from './serve-request.ts';
 import { serveUpgrade } from './serve-upgrade.ts';
@@ -61,6 +63,8 @@ export interface Edge {
   serveRelayed(request: IncomingMessage, response: ServerResponse, peer: Peer): void;
   /** Serves an Upgrade request another instance relayed. */
   upgradeRelayed(request: IncomingMessage, socket: Duplex, head: Buffer, peer: Peer): void;
+  /** Serves a TLS endpoint's connection another instance relayed (relay-passthrough.ts). */
+  passthroughRelayed(socket: Duplex, head: Buffer, facts: RelayedPassthrough): void;
   /**
    * Stops accepting and lets requests in flight finish for up to `graceMs` (then cuts them and
    * any WebSocket), and waits until their events are durable.
@@ -76,6 +80,7 @@ function requestSteps(deps: EdgeDeps): RequestSteps {
     logger.warn({ err: error }, 'edge: a request failed inside its stream; it alone ends');
   return {
     finder: createSessionFinder(deps),
+    internalElsewhere: deps.relay && ((accountId) => deps.relay!.internalElsewhere(accountId)),
     // The edge's own address on the connection is the originator of the agent's stream.
     streams: (session, peer) =>
       agentStreams({
@@ -111,7 +116,9 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
       return errorPage(response, 421, `This connection is for ${sni}, not ${host}.`);
     }
     const from = peer(request.socket, host);
-    const relay = deps.relay && (() => deps.relay!.request(host, request, response, from));
+    const relay =
+      deps.relay &&
+      ((key: string, body?: Readable) => deps.relay!.request(key, request, response, from, body));
     serveRequest(steps, host, request, response, from, relay).catch(failed);
   }
 
@@ -123,7 +130,8 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
       return refuseUpgrade(socket, 421, 'Misdirected Request');
     }
     const from = peer(request.socket, host);
-    const relay = deps.relay && (() => deps.relay!.upgrade(host, request, socket, head, from));
+    const relay =
+      deps.relay && ((key: string) => deps.relay!.upgrade(key, request, socket, head, from));
     upgrade(host, request, socket, head, from, relay);
   }
 
@@ -133,7 +141,7 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
     socket: Duplex,
     head: Buffer,
     from: Peer,
-    relay: ((host: string) => Promise<boolean>) | undefined,
+    relay: RelayTo | undefined,
   ) {
     upgraded.add(socket);
     socket.once('close', () => upgraded.delete(socket));
@@ -157,12 +165,12 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
         ? undefined
         : await listeners.listen(plain, config.edgeHttpPort, 'edge_http');
     const onSecure = (socket: Socket) => connectedAt.set(socket, Date.now());
-    const passthrough: ServePassthrough = (session, socket, serverName) => {
+    const passthrough: ServePassthrough = (session, socket, serverName, relayed) => {
       upgraded.add(socket);
       socket.once('close', () => upgraded.delete(socket));
-      const target = { serverName, serverPort: socket.localPort ?? 0 };
+      const target = { serverName, serverPort: relayed?.serverPort ?? socket.localPort ?? 0 };
       const endpointIp = deps.endpointIp ?? (async () => 'invalid');
-      serveRawConnection(session, target, socket, { ...deps, endpointIp }).catch(
+      serveRawConnection(session, target, socket, { ...deps, endpointIp }, relayed).catch(
         (error: unknown) => {
           logger.debug({ err: error }, 'edge: TLS passthrough failed');
           socket.destroy();
@@ -177,6 +185,7 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
               registry: deps.registry,
               logger,
               serve: passthrough,
+              relay: deps.relay && ((name, socket) => deps.relay!.passthrough(name, socket)),
             }),
             config.edgeHttpsPort,
             'edge_https',
@@ -189,6 +198,10 @@ export async function startEdge(deps: EdgeDeps): Promise<Edge> {
         void serveRequest(steps, hostOf(request), request, response, from, undefined).catch(failed),
       upgradeRelayed: (request, socket, head, from) =>
         upgrade(hostOf(request), request, socket, head, from, undefined),
+      passthroughRelayed: (socket, head, { serverName, client }) =>
+        acceptPassthrough(deps.registry.byHost(serverName), socket, head, (session, raw) =>
+          passthrough(session, raw, serverName, client),
+        ),
       async close(graceMs) {
         const closing = listeners.close(graceMs);
         for (const socket of upgraded) socket.destroy();

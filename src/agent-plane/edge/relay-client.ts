@@ -5,15 +5,18 @@ import {
   type OutgoingHttpHeaders,
   type ServerResponse,
 } from 'node:http';
-import { type Duplex, pipeline } from 'node:stream';
+import type { Socket } from 'node:net';
+import { type Duplex, pipeline, type Readable } from 'node:stream';
 import type { Caller } from '../../shared/caller.ts';
 import { AppError } from '../../shared/errors.ts';
 import type { Logger } from '../../shared/logger.ts';
-import { sessionOfEndpoint } from '../../store/agent-sessions.ts';
+import { internalEndpointsElsewhere, sessionOfEndpoint } from '../../store/agent-sessions.ts';
 import type { Db } from '../../store/db.ts';
+import { endpointNameOf } from '../sessions/internal-endpoints.ts';
 import type { Peer } from './peer.ts';
 import { endToEndFields, endToEndHeaders, responseHead } from './proxy-headers.ts';
 import { RELAY_HEADER, type RelayAuth } from './relay-auth.ts';
+import { relayPassthrough } from './relay-passthrough.ts';
 
 // The relaying side: a request for a hostname whose session lives on another instance goes to
 // that instance's INTERNAL_URL with the client's connection facts in the signed relay header,
@@ -24,13 +27,20 @@ import { RELAY_HEADER, type RelayAuth } from './relay-auth.ts';
 
 /** Hands a request for a hostname this instance does not serve to the instance that does. */
 export interface EdgeRelay {
-  /** Relays the request (and answers it); false when no instance serves `host`. */
+  /**
+   * Relays the request (and answers it); false when no instance serves `host` (a Host, or an
+   * internal endpoint's registry key for forward-internal). `body`: the request's body when a
+   * policy already read it from `request`.
+   */
   request(
     host: string,
     request: IncomingMessage,
     response: ServerResponse,
     peer: Peer,
+    body?: Readable,
   ): Promise<boolean>;
+  /** The account's internal endpoints other instances serve (forward-internal's targets). */
+  internalElsewhere(accountId: string): Promise<ReadonlySet<string>>;
   /** Relays an Upgrade request; false when no instance serves `host`. */
   upgrade(
     host: string,
@@ -39,6 +49,11 @@ export interface EdgeRelay {
     head: Buffer,
     peer: Peer,
   ): Promise<boolean>;
+  /**
+   * Carries a TLS connection (its ClientHello unshifted) to the instance whose TLS endpoint is
+   * `serverName`; false when no other instance has one of that name.
+   */
+  passthrough(serverName: string, socket: Socket): Promise<boolean>;
 }
 
 /**
@@ -111,11 +126,14 @@ function splice(a: Duplex, b: Duplex): void {
 export function createRelayClient(deps: RelayClientDeps): EdgeRelay {
   const agent = new Agent({ keepAlive: true });
 
-  /** The instance serving `host` (its store id and INTERNAL_URL); undefined when none other. */
-  async function ownerOf(host: string): Promise<Owner | undefined> {
+  /**
+   * The instance serving `host` (its store id and INTERNAL_URL) and what it serves there
+   * (`proto`); undefined when none other.
+   */
+  async function ownerOf(host: string): Promise<(Owner & { proto: string }) | undefined> {
     const row = await sessionOfEndpoint(deps.db, host);
     if (row === undefined || row.owner_id === deps.ownerId) return undefined;
-    return { id: row.owner_id, url: row.owner_url };
+    return { id: row.owner_id, url: row.owner_url, proto: row.proto };
   }
 
   const headers = (
@@ -136,13 +154,19 @@ export function createRelayClient(deps: RelayClientDeps): EdgeRelay {
   });
 
   return {
-    async request(host, request, response, peer) {
+    // An embedded store is one instance's (store-lock.ts): no other holds an endpoint.
+    internalElsewhere: async (accountId) =>
+      deps.db.kind === 'pglite'
+        ? new Set<string>()
+        : internalEndpointsElsewhere(deps.db, accountId, deps.ownerId),
+
+    async request(host, request, response, peer, body) {
       const owner = await ownerOf(host);
       if (owner === undefined) return false;
       const ownerUrl = owner.url;
       if (ownerUrl === '') {
         request.resume();
-        unreachable(response, host);
+        unreachable(response, endpointNameOf(host));
         return true;
       }
       const upstream = httpRequest({
@@ -157,13 +181,13 @@ export function createRelayClient(deps: RelayClientDeps): EdgeRelay {
       });
       upstream.on('error', (error) => {
         deps.logger.warn({ err: error, host, ownerUrl }, 'edge: relay to the owner failed');
-        unreachable(response, host);
+        unreachable(response, endpointNameOf(host));
       });
       // A client that leaves ends the relayed request too (the owner then sees it go).
       response.once('close', () => {
         if (!response.writableFinished) upstream.destroy();
       });
-      request.pipe(upstream);
+      (body ?? request).pipe(upstream);
       return true;
     },
 
@@ -191,6 +215,13 @@ export function createRelayClient(deps: RelayClientDeps): EdgeRelay {
       upstream.on('error', () => socket.destroy());
       socket.once('close', () => upstream.destroy());
       upstream.end();
+      return true;
+    },
+
+    async passthrough(serverName, socket) {
+      const owner = await ownerOf(serverName);
+      if (owner?.proto !== 'tls' || owner.url === '') return false;
+      relayPassthrough(deps.auth, owner, serverName, socket);
       return true;
     },
   };

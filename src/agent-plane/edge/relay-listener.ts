@@ -8,10 +8,12 @@ import type { Edge } from './edge-server.ts';
 import { RELAY_HEADER, type RelayAuth } from './relay-auth.ts';
 import { type RelayedRequest, type RelayedStop, STOP_PATH } from './relay-client.ts';
 import { COMMAND_PATH, type RelayedCommand, serveRelayedCommand } from './relay-command.ts';
+import { type RelayedPassthrough, TLS_PATH } from './relay-passthrough.ts';
 
 // The owning side: the listener at this instance's INTERNAL_URL. It serves only requests other
 // instances signed (relay-auth.ts): edge requests for this instance's sessions, served by the
-// edge as its own with the client's connection facts they carry, stop requests and commands.
+// edge as its own with the client's connection facts they carry, TLS endpoints' raw
+// connections (an Upgrade to TLS_PATH), stop requests and commands.
 
 /** The running listener. */
 export interface RelayListener {
@@ -30,7 +32,7 @@ export interface RelayListenerDeps {
   logger: Logger;
 }
 
-type Relayed = RelayedRequest | RelayedStop | RelayedCommand;
+type Relayed = RelayedRequest | RelayedStop | RelayedCommand | RelayedPassthrough;
 
 const REFUSAL = 'This listener serves only requests relayed by instances of this service.\n';
 
@@ -84,6 +86,9 @@ export async function startRelayListener(deps: RelayListenerDeps): Promise<Relay
   function onUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer) {
     const facts = factsOf(request);
     if (facts?.kind === 'edge') return edge.upgradeRelayed(request, socket, head, facts.peer);
+    if (facts?.kind === 'tls' && request.url === TLS_PATH) {
+      return edge.passthroughRelayed(socket, head, facts);
+    }
     socket.end('HTTP/1.1 403 Forbidden\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
   }
 

@@ -3,7 +3,7 @@ import type { Logger } from '../../shared/logger.ts';
 import type { EndpointPolicies, EndpointPolicy, Exchange } from '../policy/index.ts';
 import type { LiveSession } from '../sessions/live-session.ts';
 import { CLIENT_CLOSED_REQUEST, errorPage } from './edge-answers.ts';
-import { runChain, settleRequest } from './endpoint-chain.ts';
+import { type ChainSteps, type RelayTo, runChain, settleRequest } from './endpoint-chain.ts';
 import type { SessionFinder } from './find-session.ts';
 import { forwardRequest } from './forward-request.ts';
 import type { Peer } from './peer.ts';
@@ -20,6 +20,8 @@ import type { AgentStreams } from './stream-pool.ts';
 
 export interface RequestSteps {
   finder: SessionFinder;
+  /** The account's internal endpoints other instances hold (forward-internal through the relay). */
+  internalElsewhere?: ChainSteps['internalElsewhere'];
   /** The streams to a session for a request from `peer`. */
   streams: (session: LiveSession, peer: Peer) => AgentStreams;
   record: RecordRequest;
@@ -39,7 +41,7 @@ export async function serveRequest(
   request: IncomingMessage,
   response: ServerResponse,
   peer: Peer,
-  relay: ((host: string) => Promise<boolean>) | undefined,
+  relay: RelayTo | undefined,
 ): Promise<void> {
   const route = await steps.finder.find(host, peer, relay);
   if ('relayed' in route) return;
@@ -62,7 +64,7 @@ export async function serveRequest(
   }
   const ipDecision = 'ipDecision' in route ? route.ipDecision : 'invalid';
   // A cloud endpoint with no agent behind it answers with its policy alone.
-  await forward(steps, { session, endpoint }, host, request, response, ipDecision, peer);
+  await forward(steps, { session, endpoint }, host, request, response, ipDecision, peer, relay);
 }
 
 /** Counts the bytes that pass through a stream. */
@@ -93,6 +95,7 @@ async function forward(
   response: ServerResponse,
   ipDecision: string,
   peer: Peer,
+  relay: RelayTo | undefined,
 ): Promise<void> {
   const requestBody = counted(request);
   let answered: ReturnType<typeof forwardRequest> | undefined;
@@ -124,13 +127,16 @@ async function forward(
     return;
   }
   const chain = await runChain(
-    { finder: steps.finder, services: steps.policies?.services },
+    { ...steps, services: steps.policies?.services },
     { session, endpoint },
     host,
     request,
     peer,
     settleRequest(request, response),
+    relay,
   );
+  // The instance that got it records its event.
+  if (chain.relayed === true) return void response.off('close', completed);
   exchange = chain.runs.at(-1)?.x;
   if (chain.handled) return;
   const agent = chain.session;

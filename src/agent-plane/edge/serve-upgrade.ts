@@ -3,7 +3,7 @@ import type { Duplex } from 'node:stream';
 import type { Decisions } from '../policy/index.ts';
 import type { LiveSession } from '../sessions/live-session.ts';
 import { refuseUpgrade } from './edge-answers.ts';
-import { runChain } from './endpoint-chain.ts';
+import { type RelayTo, runChain } from './endpoint-chain.ts';
 import type { Peer } from './peer.ts';
 import { forwardedHeaders } from './proxy-headers.ts';
 import type { RequestSteps } from './serve-request.ts';
@@ -22,7 +22,7 @@ export async function serveUpgrade(
   socket: Duplex,
   head: Buffer,
   peer: Peer,
-  relay: ((host: string) => Promise<boolean>) | undefined,
+  relay: RelayTo | undefined,
 ): Promise<void> {
   // Bytes the client sends before the tunnel exists wait in the socket (the pipe resumes it).
   socket.pause();
@@ -65,7 +65,7 @@ export async function serveUpgrade(
   if (ipDecision === 'block') return void refuse(403);
   // The same endpoints as a request meets (endpoint-chain.ts); an answer refuses the Upgrade.
   const chain = await runChain(
-    { finder: steps.finder, services: steps.policies?.services },
+    { ...steps, services: steps.policies?.services },
     { session, endpoint },
     host,
     request,
@@ -74,6 +74,7 @@ export async function serveUpgrade(
       decisions = x.decisions;
       return x.answer !== undefined || x.close ? refuse(x.answer?.statusCode ?? 502) : false;
     },
+    relay,
   );
   if (chain.handled) return;
   if (chain.session === undefined) return void refuse(502);

@@ -75,16 +75,22 @@ type RawConnectionDeps = Pick<TcpEndpointDeps, 'publisher' | 'endpointIp' | 'log
 /**
  * Carries one client connection's bytes to `session` and back, unread (a TCP endpoint's, a TLS
  * endpoint's passed through), and reports it as a tcp_connection_closed.v0 once it closes.
+ * `client`: the client's address, when `socket` is another instance's relay of its connection.
  */
 export async function serveRawConnection(
   session: LiveSession,
   target: { serverName: string; serverPort: number },
   socket: Socket,
   deps: RawConnectionDeps,
+  client = {
+    ip: socket.remoteAddress ?? '',
+    port: socket.remotePort ?? 0,
+    serverIp: socket.localAddress ?? '',
+  },
 ): Promise<void> {
   const startMs = Date.now();
   const { accountId } = session.facts.credential;
-  const clientIp = socket.remoteAddress ?? '';
+  const clientIp = client.ip;
   socket.pause();
   const restriction = await deps.endpointIp(accountId, clientIp);
   const x =
@@ -94,7 +100,7 @@ export async function serveRawConnection(
   const closed = {
     accountId,
     clientIp,
-    serverIp: socket.localAddress ?? '',
+    serverIp: client.serverIp,
     ...target,
     startMs,
     ipDecision: combinedIpDecision(restriction, x?.decisions.ipPolicy),
@@ -109,7 +115,7 @@ export async function serveRawConnection(
     report(0, 0);
     return;
   }
-  const stream = await session.openStream({ ip: clientIp, port: socket.remotePort ?? 0 });
+  const stream = await session.openStream({ ip: client.ip, port: client.port });
   let bytesIn = 0;
   let bytesOut = 0;
   socket.on('data', (chunk: Buffer) => {

@@ -4,18 +4,28 @@ import type { Logger } from '../../shared/logger.ts';
 import type { LiveSession } from '../sessions/live-session.ts';
 import type { SessionRegistry } from '../sessions/registry.ts';
 import { clientHelloServerName, firstRecordSize } from './client-hello.ts';
+import type { RawClient } from './relay-passthrough.ts';
 
 // TLS endpoints (an ngrok agent's `tls` bind): the edge's TLS listener reads each connection's
 // ClientHello before TLS starts; when its server name is a live TLS endpoint of this instance,
 // the raw bytes, the ClientHello first, go to the agent unterminated (its own certificate
 // answers the client). Any other connection goes on to the HTTPS listener as if nothing had
-// been read. The ClientHello must come within HELLO_TIMEOUT_MS, as a handshake must.
+// been read. A name that is another instance's TLS endpoint goes there raw through the relay
+// (relay-passthrough.ts). The ClientHello must come within HELLO_TIMEOUT_MS, as a handshake must.
 
 /** How long a client has to send its first TLS record, ms. */
 const HELLO_TIMEOUT_MS = 10_000;
 
-/** Serves one passed-through connection: its ClientHello is back in the socket, unread. */
-export type ServePassthrough = (session: LiveSession, socket: Socket, serverName: string) => void;
+/**
+ * Serves one passed-through connection: its ClientHello is back in the socket, unread;
+ * `relayed`: the client as the instance it reached saw it, when another instance relayed it.
+ */
+export type ServePassthrough = (
+  session: LiveSession,
+  socket: Socket,
+  serverName: string,
+  relayed?: RawClient,
+) => void;
 
 /**
  * Puts the passthrough in front of `server` (an HTTPS server, not listening yet): its own
@@ -23,10 +33,28 @@ export type ServePassthrough = (session: LiveSession, socket: Socket, serverName
  */
 export function withTlsPassthrough(
   server: Server,
-  deps: { registry: SessionRegistry; logger: Logger; serve: ServePassthrough },
+  deps: {
+    registry: SessionRegistry;
+    logger: Logger;
+    serve: ServePassthrough;
+    /** Carries a connection to another instance's TLS endpoint `name`; false: none such. */
+    relay?: (name: string, socket: Socket) => Promise<boolean>;
+  },
 ): Server {
   const terminate = server.listeners('connection') as ((socket: Socket) => void)[];
   server.removeAllListeners('connection');
+  const tls = (socket: Socket) => {
+    for (const listener of terminate) listener.call(server, socket);
+  };
+  /** A name no session here serves: another instance's TLS endpoint, or terminated here. */
+  const elsewhere = (name: string, socket: Socket) =>
+    deps.relay!(name, socket).then(
+      (relayed) => relayed || tls(socket),
+      (error: unknown) => {
+        deps.logger.error({ err: error, name }, 'edge: TLS endpoint look-up failed');
+        tls(socket);
+      },
+    );
   server.on('connection', (socket: Socket) => {
     readFirstRecord(socket).then(
       (record) => {
@@ -35,7 +63,10 @@ export function withTlsPassthrough(
         const name = clientHelloServerName(record);
         const session = name === undefined ? undefined : deps.registry.byHost(name);
         if (session?.passthroughTls === true) return deps.serve(session, socket, name!);
-        for (const listener of terminate) listener.call(server, socket);
+        if (session === undefined && name !== undefined && deps.relay !== undefined) {
+          return void elsewhere(name, socket);
+        }
+        tls(socket);
       },
       (error: Error) => {
         deps.logger.debug({ err: error }, 'edge: no ClientHello');

@@ -1,6 +1,7 @@
 import type { MessageToProduce } from '@platformatic/kafka';
 import { META_FIELD } from '../record-block.ts';
 import type { Batch } from '../types.ts';
+import { keyPartition } from './partition.ts';
 
 const EVENT_TYPE = Buffer.from('event_type');
 const EVENT_ID = Buffer.from('event_id');
@@ -9,6 +10,7 @@ const EVENT_ID = Buffer.from('event_id');
  * One batch as Kafka messages for `topic`. The key is the record's partition key, so one host's
  * events stay in one partition, in order; the headers let consumers route without parsing the
  * value. Key, value and header values are views of their block's bytes (its own: see detached).
+ * The partition is the one the client's compatibilityPartitioner would choose, computed faster.
  */
 export function encodeMessages(batch: Batch, topic: string): MessageToProduce[] {
   const messages: MessageToProduce[] = new Array(batch.count);
@@ -18,9 +20,11 @@ export function encodeMessages(batch: Batch, topic: string): MessageToProduce[] 
   for (const shared of batch.blocks) {
     const block = shared.detached();
     for (let i = 0; i < block.count; i++) {
+      const key = block.metaBytes(i, META_FIELD.partitionKey);
       messages[n++] = {
         topic,
-        key: block.metaBytes(i, META_FIELD.partitionKey),
+        key,
+        partition: keyPartition(key),
         value: block.jsonBytes(i),
         headers: new Map([
           [EVENT_TYPE, block.metaBytes(i, META_FIELD.eventType)],

@@ -11,6 +11,7 @@ import {
 import type { Logger } from '../../../shared/logger.ts';
 import { withSinkContract } from '../contract.ts';
 import { type Sink, SinkError } from '../types.ts';
+import { BatchMemory, sharedBytes } from './batch-memory.ts';
 import type { KafkaSaslMechanism, KafkaSinkConfig } from './config.ts';
 import { encodeMessages } from './encode.ts';
 
@@ -130,6 +131,7 @@ export function createKafkaSink(deps: KafkaSinkDeps): Sink {
   const log = deps.logger.child({ sink: 'kafka', topic: config.topic });
   const options = producerOptions(config);
   let producer: Producer | undefined;
+  const memory = new BatchMemory();
 
   function current(): Producer {
     if (producer) return producer;
@@ -151,8 +153,11 @@ export function createKafkaSink(deps: KafkaSinkDeps): Sink {
 
   return withSinkContract('kafka', {
     async write(batch) {
+      const bytes = memory.take(sharedBytes(batch.blocks));
       try {
-        await current().send({ messages: encodeMessages(batch, config.topic) });
+        await current().send({ messages: encodeMessages(batch, config.topic, bytes) });
+        // Acknowledged: the client is done with the copies (not so after a failure).
+        memory.give(bytes);
       } catch (err) {
         const mapped = kafkaSinkError(err, config.allowAutoTopicCreation);
         if (mapped.retriable) reset();

@@ -155,7 +155,7 @@ export function compileTemplate(
 /** The value of an interpolated expression (not rendered as text), for typed fields. */
 export function evaluateValue(expression: CompiledExpression, values: unknown): unknown {
   try {
-    return withValues(values, () => expression.evaluate(values));
+    return withValues(values, expression.evaluate);
   } catch {
     return undefined;
   }

@@ -16,19 +16,33 @@ export interface ConnectionFacts {
   endpoint: { id: string; url: string; protocol: 'http' | 'https' | 'tcp' };
 }
 
+/** The most values each memo keeps; when full it forgets all (bounded whatever the traffic). */
+const MEMO_SIZE = 1024;
+
 /**
- * A memo of a pure function of a string for the values of requests: the same endpoint, client,
- * URL or User-Agent repeats from request to request. Its results are shared, so frozen; it
- * forgets everything when full (bounded memory whatever the traffic).
+ * A memo of a pure function of two strings for the values of requests: the same endpoint, URL
+ * or User-Agent repeats from request to request. Keyed by the strings themselves (no joined key
+ * to hash per request). Its results are shared, so frozen.
  */
-function memo<T extends object>(compute: (key: string) => T, max = 1024): (key: string) => T {
-  const cache = new Map<string, T>();
-  return (key) => {
-    let value = cache.get(key);
+function memo<T extends object>(compute: (a: string, b: string) => T): (a: string, b: string) => T {
+  const cache = new Map<string, Map<string, T>>();
+  let size = 0;
+  return (a, b) => {
+    let inner = cache.get(a);
+    let value = inner?.get(b);
     if (value === undefined) {
-      if (cache.size >= max) cache.clear();
-      value = deepFreeze(compute(key));
-      cache.set(key, value);
+      if (size >= MEMO_SIZE) {
+        cache.clear();
+        size = 0;
+        inner = undefined;
+      }
+      if (inner === undefined) {
+        inner = new Map();
+        cache.set(a, inner);
+      }
+      value = deepFreeze(compute(a, b));
+      inner.set(b, value);
+      size++;
     }
     return value;
   };
@@ -55,14 +69,18 @@ function isoClock(): (ms: number) => string {
 const nowIso = isoClock();
 const startIso = isoClock();
 
-const endpointMemo = memo((key: string) => {
-  const [id, protocol, url] = key.split('\u0000');
-  return computeEndpointValues({ id, url, protocol: protocol as 'http' | 'https' | 'tcp' });
-});
+const endpointMemo = memo((url: string, id: string) =>
+  computeEndpointValues({
+    id,
+    url,
+    protocol: new URL(url).protocol === 'https:' ? 'https' : 'http',
+  }),
+);
 
-/** The `endpoint.*` variables of an endpoint (shared, frozen). */
+/** The `endpoint.*` variables of an endpoint (shared and frozen, but for TCP's). */
 export function endpointValues(e: ConnectionFacts['endpoint']) {
-  return endpointMemo(`${e.id}\u0000${e.protocol}\u0000${e.url}`);
+  const values = endpointMemo(e.url, e.id);
+  return values.protocol === e.protocol ? values : computeEndpointValues(e);
 }
 
 function computeEndpointValues(e: ConnectionFacts['endpoint']) {
@@ -127,14 +145,15 @@ function contentType(raw: string) {
   return { _string: type.trim().toLowerCase(), raw, parameters };
 }
 
-const urlMemo = memo((key: string) => {
-  const [scheme, host, target] = key.split('\u0000');
-  return computeUrlValues(scheme, host, target);
-});
+const urlMemos = {
+  http: memo((host, target) => computeUrlValues('http', host, target)),
+  https: memo((host, target) => computeUrlValues('https', host, target)),
+};
 
 /** `req.url.*` of a target on `scheme://host` (shared, frozen). */
 export function urlValues(scheme: string, host: string, target: string) {
-  return urlMemo(`${scheme}\u0000${host}\u0000${target}`);
+  if (scheme === 'http' || scheme === 'https') return urlMemos[scheme](host, target);
+  return computeUrlValues(scheme, host, target);
 }
 
 function computeUrlValues(scheme: string, host: string, target: string) {
@@ -158,7 +177,7 @@ function computeUrlValues(scheme: string, host: string, target: string) {
   };
 }
 
-const userAgentMemo = memo(userAgentValues);
+const userAgentMemo = memo((ua: string) => userAgentValues(ua));
 
 const NO_ENCODINGS: readonly string[] = Object.freeze([]);
 
@@ -192,7 +211,7 @@ export function withRequest(values: PolicyValues, req: RequestFacts): PolicyValu
     content_encoding: encodings(req.headers['content-encoding']),
     content_type: contentType(header('content-type')),
     url: urlValues(req.scheme, req.host, req.target),
-    user_agent: userAgentMemo(header('user-agent')),
+    user_agent: userAgentMemo(header('user-agent'), ''),
     ts: { header_received: nowIso(Date.now()) },
   };
   values.time = { now: nowIso(Date.now()) };

@@ -17,7 +17,9 @@ export async function runPhase(
   for (const rule of policy.phases[phase]) {
     if (rule.expressions.length > 0 && !withValues(x.values, holds, rule.expressions)) continue;
     for (const action of rule.actions) {
-      const outcome = await action.run(x);
+      // Most actions answer at once: a promise is awaited only when one comes back.
+      const result = action.run(x);
+      const outcome = result instanceof Promise ? await result : result;
       if (outcome === 'stop') return 'stop';
     }
   }

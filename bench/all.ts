@@ -124,6 +124,20 @@ const BENCHES: Bench[] = [
     },
   },
   {
+    script: 'policy',
+    lines: {
+      'policy-cpu': {
+        measures:
+          'service CPU µs per request (all threads, /proc) through the edge and an `ssh -R` tunnel with a five-rule Traffic Policy (basic-auth, restrict-ips, rate-limit, add-headers, log) vs the same tunnel without a policy, rounds alternating',
+        goal: '≤ 1.11 (the req/s bar in CPU)',
+      },
+      policy: {
+        measures: 'req/s of the same rounds, policy vs none (the load generator shares the cores)',
+        goal: '≥ 0.9',
+      },
+    },
+  },
+  {
     script: 'soak',
     env: { BENCH_SOAK_S: String(SOAK_S) },
     lines: {

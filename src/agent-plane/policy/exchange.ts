@@ -104,9 +104,17 @@ export interface Exchange {
   readBody?: () => Promise<Buffer | undefined>;
 }
 
+/** `basic-auth` → `basic_auth`, once per action type. */
+const RESULT_NAMES = new Map<string, string>();
+
 /** Records an action's result as `actions.ngrok.<type with underscores>`. */
 export function setResult(x: Exchange, type: string, result: Record<string, unknown>): void {
-  x.values.actions.ngrok[type.replaceAll('-', '_')] = result;
+  let name = RESULT_NAMES.get(type);
+  if (name === undefined) {
+    name = type.replaceAll('-', '_');
+    RESULT_NAMES.set(type, name);
+  }
+  x.values.actions.ngrok[name] = result;
 }
 
 /** A new exchange for a connection or request whose variables are `values`. */

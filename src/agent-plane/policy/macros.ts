@@ -18,12 +18,16 @@ type Values = {
 
 let current: Values | undefined;
 
-/** Runs `fn` (an evaluation) with `values` as what the request macros read. */
-export function withValues<T>(values: unknown, fn: () => T): T {
+/** Runs `fn(values, arg)` (an evaluation) with `values` as what the request macros read. */
+export function withValues<T, A = undefined>(
+  values: unknown,
+  fn: (values: unknown, arg: A) => T,
+  arg?: A,
+): T {
   const previous = current;
   current = values as Values;
   try {
-    return fn();
+    return fn(values, arg as A);
   } finally {
     current = previous;
   }

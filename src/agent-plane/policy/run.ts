@@ -1,4 +1,4 @@
-import type { CompiledPolicy } from './compile.ts';
+import type { CompiledPolicy, CompiledRule } from './compile.ts';
 import type { Phase } from './document.ts';
 import type { Exchange } from './exchange.ts';
 import { withValues } from './macros.ts';
@@ -15,14 +15,21 @@ export async function runPhase(
 ): Promise<'continue' | 'stop'> {
   x.phase = phase;
   for (const rule of policy.phases[phase]) {
-    const holds = withValues(x.values, () => rule.expressions.every((e) => e.matches(x.values)));
-    if (!holds) continue;
+    if (rule.expressions.length > 0 && !withValues(x.values, holds, rule.expressions)) continue;
     for (const action of rule.actions) {
-      const outcome = await action.run(x);
+      // Most actions answer at once: a promise is awaited only when one comes back.
+      const result = action.run(x);
+      const outcome = result instanceof Promise ? await result : result;
       if (outcome === 'stop') return 'stop';
     }
   }
   return 'continue';
+}
+
+/** Whether every expression holds on `values` (a rule's, ANDed). */
+function holds(values: unknown, expressions: CompiledRule['expressions']): boolean {
+  for (const e of expressions) if (!e.matches(values)) return false;
+  return true;
 }
 
 /** Whether the policy has rules in `phase` (an empty phase costs nothing to skip). */

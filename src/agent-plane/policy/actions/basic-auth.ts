@@ -46,6 +46,9 @@ function same(a: string, b: string): boolean {
   return x.length === y.length && timingSafeEqual(x, y);
 }
 
+/** The most good Authorization values one action remembers (spellings of its credentials). */
+const MAX_ACCEPTED = 64;
+
 export const BASIC_AUTH = defineAction<Config>({
   type: 'basic-auth',
   phases: ['on_http_request'],
@@ -73,18 +76,36 @@ export const BASIC_AUTH = defineAction<Config>({
     });
     const challenge = `Basic realm="${config.realm ?? 'ngrok'}", charset="UTF-8"`;
     const enforce = config.enforce ?? true;
-    return (x) => {
-      const presented = presentedCredentials(x.request?.headers.authorization?.[0]);
+    // Authorization values found good, with their user: a client repeats its header on every
+    // request. Only with constant credentials (a good value stays good), and only good values:
+    // anything else, a guess included, is decoded and compared in constant time every time.
+    const accepted = templates.every((t) => t.constant !== undefined)
+      ? new Map<string, string>()
+      : undefined;
+    const check = (authorization: string | undefined, values: unknown) => {
+      const presented = presentedCredentials(authorization);
       const authorized =
         presented !== undefined &&
         templates.some((t) => {
-          const pair = splitCredential(t.render(x.values));
+          const pair = splitCredential(t.render(values));
           return (
             pair !== undefined &&
             same(pair.username, presented.username) &&
             same(pair.password, presented.password)
           );
         });
+      if (authorized && accepted !== undefined && accepted.size < MAX_ACCEPTED) {
+        accepted.set(authorization!, presented.username);
+      }
+      return { presented, authorized };
+    };
+    return (x) => {
+      const authorization = x.request?.headers.authorization?.[0];
+      const username = authorization === undefined ? undefined : accepted?.get(authorization);
+      const { presented, authorized } =
+        username === undefined
+          ? check(authorization, x.values)
+          : { presented: { username }, authorized: true };
       setResult(x, 'basic-auth', {
         credentials: {
           presented: presented !== undefined,

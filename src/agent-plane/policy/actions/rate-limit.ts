@@ -1,6 +1,6 @@
 import type { CompiledExpression } from '../../../data-plane/filter/index.ts';
 import { defineAction, parseDuration } from '../action.ts';
-import { setResult } from '../exchange.ts';
+import { type Exchange, setResult } from '../exchange.ts';
 import { evaluateValue } from '../interpolate.ts';
 
 // rate-limit (sliding window): each bucket — the endpoint, the action's `name`, and the values
@@ -24,6 +24,11 @@ interface Bucket {
   previous: number;
   current: number;
 }
+
+const RATE_LIMITED = Object.freeze({
+  code: 'ERR_RATE_LIMITED',
+  message: 'The rate limit was exceeded.',
+});
 
 /** The most buckets one action keeps; beyond, the oldest bucket is forgotten. */
 const MAX_BUCKETS = 100_000;
@@ -66,14 +71,31 @@ export const RATE_LIMIT = defineAction<Config>({
       ctx.expression(k, `bucket_key[${i}]`),
     );
     const enforce = config.enforce ?? true;
-    return (x) => {
-      const key = keys.map((k) => String(evaluateValue(k, x.values) ?? '')).join('\u0000');
-      const stateKey = `rate-limit\u0000${x.endpointId}\u0000${config.name}`;
-      let buckets = x.services.state.get(stateKey) as Map<string, Bucket> | undefined;
-      if (buckets === undefined) {
-        buckets = new Map();
-        x.services.state.set(stateKey, buckets);
+    const keyOf = (values: unknown) =>
+      keys.length === 1
+        ? String(evaluateValue(keys[0], values) ?? '')
+        : keys.map((k) => String(evaluateValue(k, values) ?? '')).join('\u0000');
+    // The buckets of the last endpoint and process state it ran for (found once, not per request).
+    let last: { state: Map<string, unknown>; endpointId: string; buckets: Map<string, Bucket> } = {
+      state: new Map(),
+      endpointId: '',
+      buckets: new Map(),
+    };
+    const bucketsOf = (x: Exchange) => {
+      if (last.state !== x.services.state || last.endpointId !== x.endpointId) {
+        const stateKey = `rate-limit\u0000${x.endpointId}\u0000${config.name}`;
+        let buckets = x.services.state.get(stateKey) as Map<string, Bucket> | undefined;
+        if (buckets === undefined) {
+          buckets = new Map();
+          x.services.state.set(stateKey, buckets);
+        }
+        last = { state: x.services.state, endpointId: x.endpointId, buckets };
       }
+      return last.buckets;
+    };
+    return (x) => {
+      const key = keyOf(x.values);
+      const buckets = bucketsOf(x);
       const now = x.services.now();
       let bucket = buckets.get(key);
       if (bucket === undefined) {
@@ -83,13 +105,11 @@ export const RATE_LIMIT = defineAction<Config>({
       }
       const limited = slidingWindow(bucket, now, windowMs) >= config.capacity;
       if (!limited) bucket.current++;
-      setResult(x, 'rate-limit', {
-        bucket_key: key,
-        limited,
-        ...(limited
-          ? { error: { code: 'ERR_RATE_LIMITED', message: 'The rate limit was exceeded.' } }
-          : {}),
-      });
+      setResult(
+        x,
+        'rate-limit',
+        limited ? { bucket_key: key, limited, error: RATE_LIMITED } : { bucket_key: key, limited },
+      );
       if (!limited || !enforce) return 'continue';
       const retryAfter = Math.max(1, Math.ceil((bucket.windowStart + windowMs - now) / 1000));
       x.answer = {

@@ -4,8 +4,8 @@ import {
   parseCallerAddress,
   parseCidr,
 } from '../../../shared/net/cidr.ts';
-import { defineAction } from '../action.ts';
-import { setResult } from '../exchange.ts';
+import { defineAction, type Outcome } from '../action.ts';
+import { type Exchange, setResult } from '../exchange.ts';
 import type { Template } from '../interpolate.ts';
 
 // restrict-ips: the connection's address (conn.client_ip, never X-Forwarded-For) passes only
@@ -23,6 +23,8 @@ interface Config {
 }
 
 const CIDR_LIST = { type: 'array', maxItems: 256, items: { type: 'string', maxLength: 256 } };
+
+type Lists = { allowed: { cidr: Cidr; text: string }[]; denied: { cidr: Cidr; text: string }[] };
 
 type Entry = { template: Template; cidr: Cidr | undefined; text: string };
 
@@ -51,6 +53,16 @@ function resolve(entry: Entry, values: unknown): { cidr: Cidr; text: string } | 
   }
 }
 
+/** The CIDRs of `list` on `values` (constant entries need none). */
+function resolveAll(list: readonly Entry[], values: unknown): { cidr: Cidr; text: string }[] {
+  const out: { cidr: Cidr; text: string }[] = [];
+  for (const e of list) {
+    const r = resolve(e, values);
+    if (r) out.push(r);
+  }
+  return out;
+}
+
 export const RESTRICT_IPS = defineAction<Config>({
   type: 'restrict-ips',
   phases: ['on_tcp_connect', 'on_http_request', 'on_http_response'],
@@ -77,29 +89,25 @@ export const RESTRICT_IPS = defineAction<Config>({
       ctx.fail('allow', 'at least one of allow, deny and ip_policies is required');
     }
     const enforce = config.enforce ?? true;
-    return async (x) => {
-      const allowed: { cidr: Cidr; text: string }[] = [];
-      const denied: { cidr: Cidr; text: string }[] = [];
-      for (const e of allow) {
-        const r = resolve(e, x.values);
-        if (r) allowed.push(r);
+    // Without `${…}` and IP policies the lists are the same for every request: resolved once.
+    const constant =
+      policies.length === 0 && [...allow, ...deny].every((e) => e.cidr !== undefined)
+        ? { allowed: resolveAll(allow, undefined), denied: resolveAll(deny, undefined) }
+        : undefined;
+    let lastIp: string | undefined;
+    let lastAddress: ReturnType<typeof parseCallerAddress>;
+    const addressOf = (ip: string) => {
+      if (ip !== lastIp) {
+        lastIp = ip;
+        lastAddress = parseCallerAddress(ip);
       }
-      for (const e of deny) {
-        const r = resolve(e, x.values);
-        if (r) denied.push(r);
-      }
-      if (policies.length > 0) {
-        const rules = await x.services.ipPolicyRules(x.accountId, policies);
-        for (const id of policies) {
-          for (const rule of rules.get(id) ?? []) {
-            (rule.action === 'deny' ? denied : allowed).push({
-              cidr: parseCidr(rule.cidr),
-              text: rule.cidr,
-            });
-          }
-        }
-      }
-      const address = parseCallerAddress(String(x.values.conn.client_ip ?? ''));
+      return lastAddress;
+    };
+    return (x) => (constant ? decide(x, constant) : lists(x).then((l) => decide(x, l)));
+
+    /** Whether the connection's address passes `allowed` and `denied`, as the result says. */
+    function decide(x: Exchange, { allowed, denied }: Lists): Outcome {
+      const address = addressOf(String(x.values.conn.client_ip ?? ''));
       const holds = (c: { cidr: Cidr }) => address !== undefined && cidrContains(c.cidr, address);
       const deniedBy = denied.find(holds);
       const allowedBy = allowed.find(holds);
@@ -128,6 +136,24 @@ export const RESTRICT_IPS = defineAction<Config>({
         };
       }
       return 'stop';
-    };
+    }
+
+    /** The allowed and denied CIDRs of one request: the config's, then its IP policies'. */
+    async function lists(x: Exchange): Promise<Lists> {
+      const allowed = resolveAll(allow, x.values);
+      const denied = resolveAll(deny, x.values);
+      if (policies.length > 0) {
+        const rules = await x.services.ipPolicyRules(x.accountId, policies);
+        for (const id of policies) {
+          for (const rule of rules.get(id) ?? []) {
+            (rule.action === 'deny' ? denied : allowed).push({
+              cidr: parseCidr(rule.cidr),
+              text: rule.cidr,
+            });
+          }
+        }
+      }
+      return { allowed, denied };
+    }
   },
 });

@@ -122,7 +122,7 @@ export function createMetrics(sources: MetricSources = {}) {
     }),
     storeWasmMemory: new Gauge({
       name: 'agent_ingress_store_wasm_memory_bytes',
-      help: 'WebAssembly memory of the embedded store (PGlite); 0 with PostgreSQL.',
+      help: "WebAssembly memory of the embedded store (PGlite, in the store's own process; as it last reported, every 10 s); 0 with PostgreSQL.",
       registers,
       collect() {
         this.set(sources.storeWasmMemoryBytes?.() ?? 0);

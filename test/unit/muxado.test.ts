@@ -249,6 +249,33 @@ describe('RPC and heartbeats over typed streams', () => {
     );
   });
 
+  it("answers the peer's WNDINCs with one empty WNDINC per turn, so the ACK goes at once", async () => {
+    const { server, rawEnd, frames } = raw();
+    const stream = server.openStream();
+    stream.write('request');
+    await tick();
+    const wndincs = () =>
+      frames()
+        .filter((f) => f.type === FRAME_TYPES.wndinc)
+        .map((f) => [f.streamId, f.body.readUInt32BE(0)]);
+    expect(wndincs()).toEqual([]);
+    // Two WNDINCs in one turn (Nagle's peer waits for the ACK of its last one): one answer.
+    rawEnd.write(
+      Buffer.concat([
+        encodeU32Frame(FRAME_TYPES.wndinc, stream.id, 3),
+        encodeU32Frame(FRAME_TYPES.wndinc, stream.id, 4),
+      ]),
+    );
+    await tick();
+    await tick();
+    expect(wndincs()).toEqual([[stream.id, 0]]);
+    // Its window grew by both: 7 bytes more than it had.
+    stream.write(Buffer.alloc(256 * 1024 - 'request'.length + 7));
+    await tick();
+    const sent = frames().filter((f) => f.type === FRAME_TYPES.data);
+    expect(sent.reduce((sum, f) => sum + f.body.length, 0)).toBe(256 * 1024 + 7);
+  });
+
   it('echoes heartbeats, and calls time when they stop', async () => {
     const { server, client } = pair();
     const accepted = once(server, 'stream');

@@ -136,7 +136,34 @@ export class MuxSession extends EventEmitter<MuxSessionEvents> {
     this.#end(code === ERROR_CODES.none ? undefined : new SessionError(code, message));
   }
 
+  /** Frames written so far: whether anything went out since a given moment. */
+  #writes = 0;
+  /** The stream of the last WNDINC that awaits an answer, when one is scheduled. */
+  #acknowledging: number | undefined;
+
+  /**
+   * Answers the peer's WNDINC with a segment of ours at the end of this turn of the loop, unless
+   * something else was written meanwhile. ngrok's Rust SDK leaves Nagle on and writes a WNDINC
+   * as it reads each request, then the answer: Nagle holds that answer until the WNDINC is
+   * acknowledged, and this side's kernel delays that ACK (40 ms) when it has nothing to send. An
+   * empty WNDINC (increment 0: a no-op for every muxado) carries the ACK at once.
+   */
+  #acknowledgeSoon(streamId: number): void {
+    const scheduled = this.#acknowledging !== undefined;
+    this.#acknowledging = streamId;
+    if (scheduled) return;
+    const writes = this.#writes;
+    setImmediate(() => {
+      const id = this.#acknowledging ?? 0;
+      this.#acknowledging = undefined;
+      if (this.#writes === writes && this.#streams.has(id)) {
+        this.#send(encodeU32Frame(FRAME_TYPES.wndinc, id, 0));
+      }
+    });
+  }
+
   #send(frame: Buffer, done?: (error?: Error | null) => void): void {
+    this.#writes += 1;
     if (this.#closed || this.#socket.destroyed) {
       done?.(new SessionError(ERROR_CODES.sessionClosed, 'the session is closed'));
       return;
@@ -197,7 +224,10 @@ export class MuxSession extends EventEmitter<MuxSessionEvents> {
       return;
     }
     if (type === FRAME_TYPES.rst) return void stream.abort(body.readUInt32BE(0));
-    if (type === FRAME_TYPES.wndinc) return void stream.grow(body.readUInt32BE(0) & 0x7fff_ffff);
+    if (type === FRAME_TYPES.wndinc) {
+      this.#acknowledgeSoon(streamId);
+      return void stream.grow(body.readUInt32BE(0) & 0x7fff_ffff);
+    }
     const refusal = stream.receive(body, (frame.flags & FLAGS.fin) !== 0);
     if (refusal !== undefined) {
       this.#reset(streamId, refusal);

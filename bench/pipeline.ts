@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import autocannon from 'autocannon';
@@ -149,6 +149,8 @@ try {
     // The measured pipeline rounds, so the profile is read for them alone (not start-up).
     const windows = rounds.pipeline.map((r) => ({ window: r.window, events: r.events }));
     const threads = Object.fromEntries(byThread);
+    // The service's profiles may not be written yet (they are at its exit): make the folder.
+    mkdirSync(PROFILE_DIR, { recursive: true });
     writeFileSync(join(PROFILE_DIR, 'windows.json'), JSON.stringify({ windows, threads }));
   }
   const med = (

@@ -149,6 +149,9 @@ describe('long-lived answers cannot take the listener’s connections', () => {
       expect(created.status).toBe(201);
       const test = () => ctx.api('POST', `/event_destinations/${created.body.id}/test`);
       const waiting = Array.from({ length: LONG_LIVED_PER_ACCOUNT }, () => test());
+      // A probe that gets a place holds it until its close is seen: probe only once the tests
+      // are in (each takes its place on arrival; the first one's event has reached the target).
+      await expect.poll(() => connections.size, { timeout: 10_000 }).toBeGreaterThan(0);
       // Each waits on the target: once all have their place, the account has none left for a
       // stream (a probe that got one gives it back at once), nor for a sixth test.
       await expect

@@ -50,10 +50,22 @@ export function installErrorHandlers(app: FastifyInstance): void {
     const error = new AppError('ERR_UNAVAILABLE', 'the service is shutting down; retry');
     reply.code(503).send(errorBody(error, request.id));
   });
+  // A client gone before its request was whole is said once, at info: here when it left while
+  // the request waited (e.g. on the store, authenticating), else by the error handler below.
+  const toldClosed = new WeakSet<FastifyRequest>();
+  const tellClosed = (request: FastifyRequest) => {
+    if (toldClosed.has(request)) return;
+    toldClosed.add(request);
+    request.log.info(CLOSED_MID_REQUEST);
+  };
+  app.addHook('onRequestAbort', (request, done) => {
+    if (!request.raw.complete) tellClosed(request);
+    done();
+  });
   app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     const appError =
       error instanceof AppError ? error : (fromFastify(error) ?? AppError.from(error));
-    if (closedMidRequest(request.raw)) request.log.info(CLOSED_MID_REQUEST);
+    if (closedMidRequest(request.raw)) tellClosed(request);
     else if (appError.status >= 500) request.log.error({ err: error }, 'request failed');
     else request.log.info({ error_code: appError.code }, appError.message);
     if (appError.code === 'ERR_METHOD_NOT_ALLOWED' && Array.isArray(appError.details.allowed)) {

@@ -14,20 +14,26 @@ import { EVENT_DESTINATIONS } from './resource.ts';
  * before anything is sent. The answer waits on the account's own target (up to its request
  * timeout), so it is a long-lived answer (src/control-plane/api/long-lived.ts).
  */
+/** Sends the destination `id` its test event, once it is known to be the account's. */
+async function testOf(deps: ApiDeps, accountId: string, id: string) {
+  const row = await getEventDestination(deps.db, accountId, id, deps.keyring);
+  if (row === undefined) throw notFound(EVENT_DESTINATIONS, id);
+  if (deps.testDestination === undefined) {
+    throw new AppError('ERR_UNAVAILABLE', 'this instance cannot send test events (no pipeline)');
+  }
+  return deps.testDestination(accountId, id);
+}
+
 export function addDestinationTestAction(app: FastifyInstance, deps: ApiDeps): void {
-  const { db, keyring } = deps;
   const echoId = { preValidation: acceptPathEchoes({ id: 'id' }) };
   app.post<{ Params: { id: string } }>('/event_destinations/:id/test', echoId, async (request) => {
     if (request.body !== undefined && request.body !== null) objectWith(request.body, []);
     const { accountId } = request.caller;
     const { id } = request.params;
-    const row = await getEventDestination(db, accountId, id, keyring);
-    if (row === undefined) throw notFound(EVENT_DESTINATIONS, id);
-    if (deps.testDestination === undefined) {
-      throw new AppError('ERR_UNAVAILABLE', 'this instance cannot send test events (no pipeline)');
-    }
+    // The place is taken as the request arrives, before any store query: the account's limit
+    // counts tests in the order they came, however long the store takes to answer.
     const release = deps.longLived.take(accountId);
-    const result = await deps.testDestination(accountId, id).finally(release);
+    const result = await testOf(deps, accountId, id).finally(release);
     if (!result.durable) {
       throw new AppError(
         'ERR_UNAVAILABLE',

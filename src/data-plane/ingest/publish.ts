@@ -1,7 +1,7 @@
 import { ConnectError } from '@connectrpc/connect';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../../shared/errors.ts';
-import { CLOSED_MID_REQUEST, closedMidRequest } from '../../shared/http/http-errors.ts';
+import { closedMidRequest, tellClosed } from '../../shared/http/http-errors.ts';
 import type { Metrics } from '../../shared/metrics.ts';
 import { bearerToken } from '../../shared/tokens.ts';
 import type { Claim } from '../pipeline/admission.ts';
@@ -59,7 +59,7 @@ export function respond(
  */
 export function clientError(request: FastifyRequest, error: unknown): ConnectError {
   const closed = closedMidRequest(request.raw);
-  if (closed) request.log.info(CLOSED_MID_REQUEST);
+  if (closed) tellClosed(request);
   if (error instanceof ConnectError) return error;
   const appError = AppError.from(error);
   if (!closed && appError.status >= 500) request.log.error({ err: error }, 'publish failed');

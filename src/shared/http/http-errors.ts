@@ -13,6 +13,18 @@ export function closedMidRequest(request: { destroyed: boolean; complete: boolea
   return request.destroyed && !request.complete;
 }
 
+const toldClosed = new WeakSet<FastifyRequest>();
+
+/**
+ * Logs, once per request and at info, that its client left before the whole request arrived:
+ * the abort hook, the error handler and a route's own failure path may each see it.
+ */
+export function tellClosed(request: FastifyRequest): void {
+  if (toldClosed.has(request)) return;
+  toldClosed.add(request);
+  request.log.info(CLOSED_MID_REQUEST);
+}
+
 /** Fastify's own request errors, mapped to the service's stable codes. */
 function fromFastify(error: FastifyError): AppError | undefined {
   switch (error.code) {
@@ -50,14 +62,7 @@ export function installErrorHandlers(app: FastifyInstance): void {
     const error = new AppError('ERR_UNAVAILABLE', 'the service is shutting down; retry');
     reply.code(503).send(errorBody(error, request.id));
   });
-  // A client gone before its request was whole is said once, at info: here when it left while
-  // the request waited (e.g. on the store, authenticating), else by the error handler below.
-  const toldClosed = new WeakSet<FastifyRequest>();
-  const tellClosed = (request: FastifyRequest) => {
-    if (toldClosed.has(request)) return;
-    toldClosed.add(request);
-    request.log.info(CLOSED_MID_REQUEST);
-  };
+  // Said here when the client left while its request waited (e.g. on the store, authenticating).
   app.addHook('onRequestAbort', (request, done) => {
     if (!request.raw.complete) tellClosed(request);
     done();

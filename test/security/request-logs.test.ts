@@ -128,7 +128,8 @@ describe('request logs', () => {
         );
         if (end === 'reset') conn.socket.resetAndDestroy();
         else conn.socket.end();
-        // Where the service says why, its line is the sign the abort was handled; else a pause.
+        // Where the service says why, wait for its line; then, as before, 300 ms for any error
+        // line the abort would bring.
         if (saysWhy) {
           await until(
             'the line saying why',
@@ -136,7 +137,8 @@ describe('request logs', () => {
             5000,
             10,
           );
-        } else await sleep(300);
+        }
+        await sleep(300);
         const errors = lines.filter((line) => line.level >= ERROR_LEVEL);
         expect(errors, `${end}: ${JSON.stringify(errors)}`).toEqual([]);
         const why = lines.find((line) => line.msg === CLOSED_MID_REQUEST);

@@ -66,6 +66,26 @@ describe('batcher', () => {
     await b.close();
   });
 
+  it('with a linger of 0, flushes at the end of the turn what arrived during it, as one batch', async () => {
+    const flushed: Batch[] = [];
+    const b = createBatcher({
+      maxEvents: 100,
+      maxBytes: 1 << 20,
+      lingerMs: 0,
+      flush: async (batch) => {
+        flushed.push(batch);
+      },
+    });
+    const sameTurn = [b.add(RecordBlock.of([rec(1)])), b.add(RecordBlock.of([rec(2)]))];
+    expect(flushed).toEqual([]);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(flushed.map(ids)).toEqual([['ev_1', 'ev_2']]);
+    await Promise.all(sameTurn);
+    await b.add(RecordBlock.of([rec(3)]));
+    expect(flushed.map(ids)).toEqual([['ev_1', 'ev_2'], ['ev_3']]);
+    await b.close();
+  });
+
   it('runs one flush at a time, in arrival order', async () => {
     let inFlight = 0;
     let maxInFlight = 0;

@@ -109,7 +109,7 @@ export function createBatcher<R>(deps: BatcherDeps<R>): Batcher<R> {
 class GroupCommitBatcher<R> implements Batcher<R> {
   private readonly queue: OpenBatch<R>[] = [];
   private current: OpenBatch<R> | undefined;
-  private timer: NodeJS.Timeout | undefined;
+  private timer: NodeJS.Timeout | NodeJS.Immediate | undefined;
   private draining: Promise<void> | undefined;
   private feeding: Feed<R> | undefined;
   private closed = false;
@@ -164,7 +164,8 @@ class GroupCommitBatcher<R> implements Batcher<R> {
 
   private seal(): void {
     if (this.timer) {
-      clearTimeout(this.timer);
+      if (this.deps.lingerMs === 0) clearImmediate(this.timer as NodeJS.Immediate);
+      else clearTimeout(this.timer as NodeJS.Timeout);
       this.timer = undefined;
     }
     const current = this.current;
@@ -213,7 +214,11 @@ class GroupCommitBatcher<R> implements Batcher<R> {
       }
       if (!current) {
         current = this.current = openBatch();
-        this.timer = setTimeout(this.lingered, this.deps.lingerMs);
+        // A linger of 0 is the end of this turn of the event loop: what arrives with it goes too.
+        this.timer =
+          this.deps.lingerMs === 0
+            ? setImmediate(this.lingered)
+            : setTimeout(this.lingered, this.deps.lingerMs);
       }
       const base = block.start(from);
       const room = maxBytes - current.bytes;

@@ -23,6 +23,10 @@ export interface RoutePool {
   setConfig(config: RoutingConfig): void;
   /** Busy fraction of the workers, for metrics. */
   utilization(): number;
+  /** Workers with no task now. */
+  idle(): number;
+  /** Events a request may carry (MAX_INGEST_EVENTS): more is refused, however it is routed. */
+  readonly maxEvents: number;
   close(): Promise<void>;
 }
 
@@ -67,6 +71,7 @@ export function createRoutePool(options: {
   // The pool replaces the worker by itself, so there is nothing else to do.
   pool.on('error', () => {});
   let config: RoutingConfig = { version: 0, subscriptions: [] };
+  let running = 0;
 
   function run(task: RouteTask): Promise<RouteResult> {
     // Piscina's own check, made here so that a full queue needs no reading of its error text.
@@ -75,9 +80,15 @@ export function createRoutePool(options: {
         new AppError('ERR_BACKPRESSURE', 'too many requests queued; retry later'),
       );
     }
-    return pool.run(task).catch((error: unknown) => {
-      throw new AppError('ERR_UNAVAILABLE', 'event routing failed; retry', {}, { cause: error });
-    });
+    running++;
+    return pool
+      .run(task)
+      .catch((error: unknown) => {
+        throw new AppError('ERR_UNAVAILABLE', 'event routing failed; retry', {}, { cause: error });
+      })
+      .finally(() => {
+        running--;
+      });
   }
 
   return {
@@ -97,6 +108,8 @@ export function createRoutePool(options: {
       config = next;
     },
     utilization: () => pool.utilization,
+    idle: () => Math.max(0, options.threads - running),
+    maxEvents: options.maxEvents,
     close: () => pool.close(),
   };
 }

@@ -1,4 +1,4 @@
-import { toBinary } from '@bufbuild/protobuf';
+import { create, toBinary } from '@bufbuild/protobuf';
 import { BinaryWriter, WireType } from '@bufbuild/protobuf/wire';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -19,6 +19,10 @@ import {
   type DecodedEvent,
   decodePublishRequest,
 } from '../../src/data-plane/wire-json/wire-decode.ts';
+import {
+  type HttpRequestComplete,
+  StringListSchema,
+} from '../../src/gen/agent_ingress/events/v0/traffic_pb.ts';
 import {
   EventSchema,
   PublishRequestSchema,
@@ -204,6 +208,32 @@ describe('readPublishRequest', () => {
       ),
       params(500),
     );
+  });
+
+  it('writes header entries of every layout the fast path takes or leaves to the general one', () => {
+    // One-byte lengths take the fast path; a key or value of 128 bytes or more has a two-byte
+    // length and goes the general way, as do the repeated and the all-digits key (the object).
+    const long = 'v'.repeat(200);
+    const headerSets: Record<string, { values: string[] }>[] = [
+      {
+        Accept: { values: ['*/*'] },
+        Authorization: { values: ['Bearer secret', 'again'] },
+        Empty: { values: [] },
+        'X-Escapes': { values: ['a"b\\c\n\u0001', 'é ✓ 😀'] },
+        [`X-${'k'.repeat(130)}`]: { values: ['long key'] },
+        'X-Long': { values: [long, 'short'] },
+      },
+      { Cookie: { values: [long] }, '123': { values: ['index key'] } },
+      { '': { values: ['empty key'] }, 'Proxy-Authorization': { values: [] } },
+    ];
+    for (const headers of headerSets) {
+      const [event] = generateEvents(1, { accounts: ['a'], seed: 3, tcpShare: 0 });
+      const request = (event.payload.value as HttpRequestComplete).http!.request!;
+      request.headers = Object.fromEntries(
+        Object.entries(headers).map(([name, list]) => [name, create(StringListSchema, list)]),
+      );
+      expectSameAsDecoder(requestBytes([event]));
+    }
   });
 
   it('rejects a string that is not UTF-8, as the decoder does', () => {

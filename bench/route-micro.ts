@@ -9,7 +9,7 @@
 // blocks for the same requests (generated event ids masked).
 
 import { resolve } from 'node:path';
-import { SUBSCRIPTIONS, publishBodies } from './lib/pipeline-setup.ts';
+import { publishBodies, SUBSCRIPTIONS } from './lib/pipeline-setup.ts';
 import { spreadOf, spreadText } from './lib/spread.ts';
 
 const EVENTS_PER_REQUEST = Number(process.env.BENCH_EVENTS_PER_REQUEST ?? 500);

@@ -13,6 +13,7 @@ import {
   redactionOf,
 } from '../redaction/policy.ts';
 import { newRouteTally, type RouteTally } from './match-tally.ts';
+import { RoutePlan } from './route-plan.ts';
 import { sampleBound } from './sampling.ts';
 
 /** The subscriptions the pipeline routes by, for all accounts (loaded from the store). */
@@ -57,6 +58,8 @@ export interface Route {
 export interface Routing {
   readonly version: number;
   routes(accountId: string, eventType: string): readonly Route[];
+  /** The same routes indexed for routeRequest (route-plan.ts). */
+  plan(accountId: string, eventType: string): RoutePlan<Route>;
   /** The redaction an event's text is written with first: its first route's, or the default. */
   redaction(accountId: string, eventType: string): Redaction;
   /** Sources that no longer compile (the catalogue changed under a stored filter); skipped. */
@@ -64,6 +67,25 @@ export interface Routing {
 }
 
 const NONE: readonly Route[] = Object.freeze([]);
+const NO_PLAN = new RoutePlan<Route>(NONE);
+
+/**
+ * A lookup by account and event type that remembers its last answer: requests mostly carry runs
+ * of one account's events, and the key is not built for each of them.
+ */
+function lastOf<T>(table: Map<string, T>, none: T): (accountId: string, eventType: string) => T {
+  let lastAccount: string | undefined;
+  let lastType: string | undefined;
+  let last = none;
+  return (accountId, eventType) => {
+    if (accountId !== lastAccount || eventType !== lastType) {
+      last = table.get(`${accountId}\n${eventType}`) ?? none;
+      lastAccount = accountId;
+      lastType = eventType;
+    }
+    return last;
+  };
+}
 
 /** Compiles every source of every subscription; a broken source is skipped and reported. */
 export function compileRouting(config: RoutingConfig): Routing {
@@ -101,11 +123,18 @@ export function compileRouting(config: RoutingConfig): Routing {
       else routes.push(route);
     }
   }
+  const plans = new Map<string, RoutePlan<Route>>();
+  const redactions = new Map<string, Redaction>();
+  for (const [key, routes] of table) {
+    plans.set(key, new RoutePlan(routes));
+    redactions.set(key, routes[0].redaction);
+  }
+  const plan = lastOf(plans, NO_PLAN);
   return {
     version: config.version,
     broken,
-    routes: (accountId, eventType) => table.get(`${accountId}\n${eventType}`) ?? NONE,
-    redaction: (accountId, eventType) =>
-      table.get(`${accountId}\n${eventType}`)?.[0].redaction ?? DEFAULT_REDACTION,
+    routes: (accountId, eventType) => plan(accountId, eventType).routes,
+    plan,
+    redaction: lastOf(redactions, DEFAULT_REDACTION),
   };
 }

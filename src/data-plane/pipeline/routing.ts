@@ -70,26 +70,37 @@ const NONE: readonly Route[] = Object.freeze([]);
 const NO_PLAN = new RoutePlan<Route>(NONE);
 
 /**
- * A lookup by account and event type that remembers its last answer: requests mostly carry runs
- * of one account's events, and the key is not built for each of them.
+ * A lookup by account, then event type, that remembers the last account's table: requests mostly
+ * carry runs of one account's events, an event's type is one of a few constant strings (their
+ * hashes are kept), and no key is built per event.
  */
-function lastOf<T>(table: Map<string, T>, none: T): (accountId: string, eventType: string) => T {
+function lookup<T>(
+  table: Map<string, Map<string, Route[]>>,
+  value: (routes: Route[]) => T,
+  none: T,
+): (accountId: string, eventType: string) => T {
+  const byAccount = new Map<string, Map<string, T>>();
+  for (const [accountId, routesByType] of table) {
+    const types = new Map<string, T>();
+    for (const [eventType, routes] of routesByType) types.set(eventType, value(routes));
+    byAccount.set(accountId, types);
+  }
+  const noTypes = new Map<string, T>();
   let lastAccount: string | undefined;
-  let lastType: string | undefined;
-  let last = none;
+  let types = noTypes;
   return (accountId, eventType) => {
-    if (accountId !== lastAccount || eventType !== lastType) {
-      last = table.get(`${accountId}\n${eventType}`) ?? none;
+    if (accountId !== lastAccount) {
+      types = byAccount.get(accountId) ?? noTypes;
       lastAccount = accountId;
-      lastType = eventType;
     }
-    return last;
+    return types.get(eventType) ?? none;
   };
 }
 
 /** Compiles every source of every subscription; a broken source is skipped and reported. */
 export function compileRouting(config: RoutingConfig): Routing {
-  const table = new Map<string, Route[]>();
+  // By account, then event type.
+  const table = new Map<string, Map<string, Route[]>>();
   const broken: { subscriptionId: string; type: string; error: string }[] = [];
   for (const subscription of config.subscriptions) {
     if (subscription.destinationIds.length === 0) continue;
@@ -117,24 +128,19 @@ export function compileRouting(config: RoutingConfig): Routing {
         broken.push({ subscriptionId: subscription.id, type: source.type, error: String(error) });
         continue;
       }
-      const key = `${subscription.accountId}\n${source.type}`;
-      const routes = table.get(key);
-      if (routes === undefined) table.set(key, [route]);
+      let types = table.get(subscription.accountId);
+      if (types === undefined) table.set(subscription.accountId, (types = new Map()));
+      const routes = types.get(source.type);
+      if (routes === undefined) types.set(source.type, [route]);
       else routes.push(route);
     }
   }
-  const plans = new Map<string, RoutePlan<Route>>();
-  const redactions = new Map<string, Redaction>();
-  for (const [key, routes] of table) {
-    plans.set(key, new RoutePlan(routes));
-    redactions.set(key, routes[0].redaction);
-  }
-  const plan = lastOf(plans, NO_PLAN);
+  const plan = lookup(table, (routes) => new RoutePlan(routes), NO_PLAN);
   return {
     version: config.version,
     broken,
     routes: (accountId, eventType) => plan(accountId, eventType).routes,
     plan,
-    redaction: lastOf(redactions, DEFAULT_REDACTION),
+    redaction: lookup(table, (routes) => routes[0].redaction, DEFAULT_REDACTION),
   };
 }

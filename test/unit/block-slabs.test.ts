@@ -73,4 +73,21 @@ describe('block slabs (worker → ingest thread hand-off)', () => {
     expect(pool.take(10, 1000, 100)).toBeUndefined();
     expect(() => new SlabRegistry().parts(first.block)).toThrow(/unknown slab/);
   });
+
+  it('takes a block written into a reserved slab in place, and releases a slab it outgrew', () => {
+    const pool = new SlabPool(1.5 * MiB); // room for one slab (1 MiB, the smallest)
+    const registry = new SlabRegistry();
+    const reserved = pool.reserve(1000)!;
+    reserved.text.write('{"a":1}\n', 0);
+    const fits = pool.commit(reserved, 1, 8, 4)!;
+    registry.learn(pool.announce());
+    expect(registry.parts(fits.block).text.toString()).toBe('{"a":1}\n');
+    expect(pool.reserve(1)).toBeUndefined(); // its one slab is in use, the bound reached
+    registry.free(fits.block);
+    const again = pool.reserve(1)!;
+    expect(again.slab).toBe(reserved.slab);
+    // A block larger than the slab: undefined, and the slab is free for the next block.
+    expect(pool.commit(again, 10, 2 * MiB, 100)).toBeUndefined();
+    expect(pool.reserve(1)?.slab).toBe(reserved.slab);
+  });
 });

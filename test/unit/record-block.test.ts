@@ -117,4 +117,26 @@ describe('RecordBlock', () => {
     expect(block.json(0)).toBe('{"event_id":"ev_1","object":{"bytes_in":9007199254740993}}');
     expect(block.text.toString()).toBe(`${block.json(0)}\n`);
   });
+
+  it('writes text into a given buffer while it fits, then moves it to its own', () => {
+    const into = Buffer.alloc(64);
+    const writer = new BlockWriter(16);
+    writer.writeInto(into);
+    writer.string('{"a":1}');
+    writer.endRecord('ev_1', 't.v0', 'ac_a', '');
+    expect(writer.writesInto(into)).toBe(true);
+    expect(into.toString('utf8', 0, 8)).toBe('{"a":1}\n');
+    writer.string(`{"b":"${'x'.repeat(100)}"}`);
+    writer.endRecord('ev_2', 't.v0', 'ac_a', '');
+    expect(writer.writesInto(into)).toBe(false);
+    const block = writer.copyOut();
+    expect(block.json(0)).toBe('{"a":1}');
+    expect(block.json(1)).toBe(`{"b":"${'x'.repeat(100)}"}`);
+    expect(block.eventId(1)).toBe('ev_2');
+    // Emptied, the writer writes into its own buffer again.
+    writer.string('{}');
+    writer.endRecord('ev_3', 't.v0', 'ac_a', '');
+    expect(writer.writesInto(into)).toBe(false);
+    expect(writer.copyOut().json(0)).toBe('{}');
+  });
 });

@@ -20,7 +20,7 @@ export interface SlabBlock {
 
 const FREE = 0;
 const IN_USE = 1;
-/** The state word, padded so the offset arrays after it stay 8-byte aligned. */
+/** The state word, padded to 8 bytes. */
 const HEADER = 8;
 const MIN_SLAB = 2 ** 20;
 const SLAB_STEP = 2 ** 18;
@@ -29,27 +29,41 @@ interface Slab {
   id: number;
   memory: SharedArrayBuffer;
   state: Int32Array;
+  /** The slab past its header, made once: a reserved slab's text view. */
+  text: Buffer;
 }
 
 const stateOf = (memory: SharedArrayBuffer) => new Int32Array(memory, 0, 1);
 
+/** Where a block's offsets start: past its text and metadata, 4-byte aligned. */
+const offsetsAt = (textBytes: number, metaBytes: number) =>
+  (HEADER + textBytes + metaBytes + 3) & ~3;
+
 /** Bytes a block of `count` records needs in a slab. */
-function slabBytes(count: number, textBytes: number, metaBytes: number): number {
-  return HEADER + 4 * count * (1 + META) + textBytes + metaBytes;
+export function slabBytes(count: number, textBytes: number, metaBytes: number): number {
+  return offsetsAt(textBytes, metaBytes) + 4 * count * (1 + META);
 }
 
-/** A block's parts as views of its slab: offsets first (aligned), then text and metadata. */
+/**
+ * A block's parts as views of its slab: the text first (so a worker can write it there before
+ * it knows its size, see SlabPool.reserve), then the metadata, then the offsets (aligned).
+ */
 export function slabParts(memory: SharedArrayBuffer, block: SlabBlock): BlockParts {
   const { count, textBytes, metaBytes } = block;
-  const ends = new Uint32Array(memory, HEADER, count);
-  const metaEnds = new Uint32Array(memory, HEADER + 4 * count, count * META);
-  const textAt = HEADER + 4 * count * (1 + META);
+  const endsAt = offsetsAt(textBytes, metaBytes);
   return {
-    text: Buffer.from(memory, textAt, textBytes),
-    ends,
-    meta: Buffer.from(memory, textAt + textBytes, metaBytes),
-    metaEnds,
+    text: Buffer.from(memory, HEADER, textBytes),
+    ends: new Uint32Array(memory, endsAt, count),
+    meta: Buffer.from(memory, HEADER + textBytes, metaBytes),
+    metaEnds: new Uint32Array(memory, endsAt + 4 * count, count * META),
   };
+}
+
+/** A slab a worker claimed to write a block of sizes not yet known into. */
+export interface ReservedSlab {
+  /** Where the block's text goes: the slab's bytes from the text's place to its end. */
+  readonly text: Buffer;
+  readonly slab: Slab;
 }
 
 /**
@@ -70,12 +84,39 @@ export class SlabPool {
 
   /** Claims a slab for a block of these sizes, and returns its parts to write into. */
   take(count: number, textBytes: number, metaBytes: number) {
-    const need = slabBytes(count, textBytes, metaBytes);
-    const slab = this.freeSlab(need) ?? this.newSlab(need);
+    const reserved = this.reserve(slabBytes(count, textBytes, metaBytes));
+    return reserved === undefined ? undefined : this.commit(reserved, count, textBytes, metaBytes);
+  }
+
+  /**
+   * Claims a free slab of at least `bytes` (or makes one, within the bound) to write a block's
+   * text into directly, at `text`, before its size is known: `commit` once written, or
+   * `release`. Undefined: no slab; the caller writes into buffers of its own.
+   */
+  reserve(bytes: number): ReservedSlab | undefined {
+    const slab = this.freeSlab(bytes) ?? this.newSlab(bytes);
     if (slab === undefined) return undefined;
     Atomics.store(slab.state, 0, IN_USE);
+    return { text: slab.text, slab };
+  }
+
+  /**
+   * The block written into a reserved slab (its text already at `text`): its parts to copy the
+   * rest into. Undefined when the block does not fit: the slab is released.
+   */
+  commit(reserved: ReservedSlab, count: number, textBytes: number, metaBytes: number) {
+    const { slab } = reserved;
+    if (slabBytes(count, textBytes, metaBytes) > slab.memory.byteLength) {
+      this.release(reserved);
+      return undefined;
+    }
     const block: SlabBlock = { slab: slab.id, count, textBytes, metaBytes };
     return { block, parts: slabParts(slab.memory, block) };
+  }
+
+  /** Gives a reserved slab back unused. */
+  release(reserved: ReservedSlab): void {
+    Atomics.store(reserved.slab.state, 0, FREE);
   }
 
   /** The smallest free slab that holds `need` bytes. */
@@ -96,7 +137,7 @@ export class SlabPool {
     // Ids unique in the process: a replaced worker's slabs never collide with another's.
     const id = threadId * 2 ** 16 + this.slabs.length;
     const memory = new SharedArrayBuffer(size);
-    const slab = { id, memory, state: stateOf(memory) };
+    const slab = { id, memory, state: stateOf(memory), text: Buffer.from(memory, HEADER) };
     this.slabs.push(slab);
     this.bytes += size;
     this.unannounced.push([id, memory]);

@@ -6,9 +6,10 @@ import { DEFAULT_REDACTION } from '../redaction/policy.ts';
 import { BlockWriter, RecordMeta } from '../sinks/record-block.ts';
 import { type RequestText, readPublishRequest, type TextEvent } from '../wire-json/request-text.ts';
 import type { EventJson } from '../wire-json/to-json.ts';
-import type { SlabPool } from './block-slabs.ts';
+import { type ReservedSlab, type SlabPool, slabBytes } from './block-slabs.ts';
 import { eventsByAccount, RequestTally } from './match-tally.ts';
 import { encodePublishResponse } from './publish-response.ts';
+import type { RoutePlan } from './route-plan.ts';
 import type { Route, Routing } from './routing.ts';
 import { sampled } from './sampling.ts';
 import { createTee, type TapSpec } from './tap-tee.ts';
@@ -92,25 +93,82 @@ const spareWriters: BlockWriter[] = [];
 const MAX_SPARE_WRITERS = 16;
 const MAX_SPARE_BYTES = 8 * 2 ** 20;
 
-/** Where an event's record for one field selection was written first, and who has it. */
-interface Written {
-  projectionKey: string;
+// Where the current event's record of each field selection (a plan's group) was written:
+// valid for a group once RoutePlan.written says so for this event.
+const groupWriter: BlockWriter[] = [];
+const groupRecord: number[] = [];
+/** Requests routed by this thread: tells RoutePlan when its outputs are another request's. */
+let requests = 0;
+
+/** A destination's block being written: into a slab reserved for it, when one was free. */
+interface Output {
   writer: BlockWriter;
-  index: number;
-  destinationIds: string[];
+  reserved: ReservedSlab | undefined;
+}
+
+// Slab bytes each destination's last block needed, with room for a larger one: what to reserve
+// for its next block, so its text is written into the slab directly (no copy at the end).
+const expectedBytes = new Map<string, number>();
+const MAX_EXPECTED = 1024;
+
+/** A writer for a destination's block, writing into a slab reserved for it when one is free. */
+function openOutput(destinationId: string, slabs: SlabPool | undefined): Output {
+  const writer = spareWriters.pop() ?? new BlockWriter();
+  const reserved = slabs?.reserve(expectedBytes.get(destinationId) ?? 0);
+  if (reserved !== undefined) writer.writeInto(reserved.text);
+  return { writer, reserved };
+}
+
+/** The output of a plan's destination `d` in this request, opened at its first record. */
+function outputOf(
+  plan: RoutePlan<Route>,
+  d: number,
+  outputs: Map<string, Output>,
+  slabs: SlabPool | undefined,
+): Output {
+  let output = plan.outputs[d] as Output | undefined;
+  if (output !== undefined) return output;
+  // Another plan of this request (an account's other event type) may have opened it.
+  const destinationId = plan.destinationIds[d];
+  output = outputs.get(destinationId);
+  if (output === undefined) {
+    output = openOutput(destinationId, slabs);
+    outputs.set(destinationId, output);
+  }
+  plan.outputs[d] = output;
+  return output;
+}
+
+/** The slab an output's block is in: its reserved one if the block fits, else one taken now. */
+function slabOf(output: Output, slabs: SlabPool | undefined) {
+  if (slabs === undefined) return undefined;
+  const { writer, reserved } = output;
+  const { count, textBytes, metaBytes } = writer.sizes;
+  if (reserved !== undefined) {
+    if (writer.writesInto(reserved.text)) {
+      const slab = slabs.commit(reserved, count, textBytes, metaBytes);
+      if (slab !== undefined) return slab;
+    } else {
+      slabs.release(reserved);
+    }
+  }
+  return slabs.take(count, textBytes, metaBytes);
 }
 
 /**
- * Each destination's block, copied out of its writer into a slab of `slabs` when one is free
- * (or into buffers of its own), and the writers kept for the next request.
+ * Each destination's block: in its slab (written there directly, or copied into one) when one
+ * is free, or else in buffers of its own; the writers kept for the next request.
  */
-function handOff(writers: Map<string, BlockWriter>, slabs: SlabPool | undefined) {
+function handOff(outputs: Map<string, Output>, slabs: SlabPool | undefined) {
   const deliveries: Delivery[] = [];
   let bytes = 0;
-  for (const [destinationId, writer] of writers) {
+  if (expectedBytes.size > MAX_EXPECTED) expectedBytes.clear();
+  for (const [destinationId, output] of outputs) {
+    const { writer } = output;
     const { count, textBytes, metaBytes } = writer.sizes;
     bytes += textBytes + metaBytes;
-    const slab = slabs?.take(count, textBytes, metaBytes);
+    expectedBytes.set(destinationId, Math.ceil(slabBytes(count, textBytes, metaBytes) * 1.25));
+    const slab = slabOf(output, slabs);
     if (slab === undefined) {
       deliveries.push({ destinationId, parts: writer.copyOut().parts() });
     } else {
@@ -161,62 +219,63 @@ export function routeRequest(
       return { kind: 'invalid', message: why, accounts: eventsByAccount(events) };
   }
   const received = new Date(receivedAt).toISOString();
-  const writers = new Map<string, BlockWriter>();
+  const outputs = new Map<string, Output>();
+  const serial = ++requests;
   const eventIds: string[] = new Array(events.length);
   let matched = 0;
   const tee = createTee(taps);
   const tally = new RequestTally();
-  const written: Written[] = [];
   const meta = new RecordMeta();
-  let routes: readonly Route[] = [];
-  let routesOf = '';
-  for (let i = 0; i < events.length; i++) {
-    const event = events[i];
-    const eventId = event.eventId || newId('ev');
-    eventIds[i] = eventId;
-    const eventType = event.type!; // problem() checked every event
-    const timestamp = event.eventTimestamp ?? received;
-    const { accountId } = event;
-    // Requests mostly carry runs of one account's events of one kind.
-    if (routesOf !== `${accountId}\n${eventType}`) {
-      routesOf = `${accountId}\n${eventType}`;
-      routes = routing.routes(accountId, eventType);
-    }
-    if (tee !== undefined) {
-      tee.event(
-        accountId,
-        eventType,
-        // A preview shows what a source that says nothing of redaction would deliver.
-        () => redactObject(request.object(i), DEFAULT_REDACTION),
-        (selected) => envelopeText(eventId, eventType, timestamp, accountId, selected),
-      );
-    }
-    if (routes.length === 0) {
-      tally.event(accountId, false);
-      continue;
-    }
-    const filterable = request.filterable(i);
-    const head = request.appendHead(eventId, eventType, timestamp, accountId);
-    const headEnd = request.at;
-    meta.set(eventId, eventType, accountId, partitionKey(filterable));
-    // One envelope per distinct field selection, copied as bytes to each further destination
-    // that wants it; a destination never gets the same record twice.
-    written.length = 0;
-    let routedAny = false;
-    for (const route of routes) {
-      if (route.filter !== undefined && !route.filter.matches(filterable)) continue;
-      if (!sampled(eventId, route.sampleBound)) continue;
-      routedAny = true;
-      tally.route(route);
-      let record = written.find((w) => w.projectionKey === route.projectionKey);
-      for (const destinationId of route.destinationIds) {
-        if (record?.destinationIds.includes(destinationId)) continue;
-        let writer = writers.get(destinationId);
-        if (writer === undefined) {
-          writer = spareWriters.pop() ?? new BlockWriter();
-          writers.set(destinationId, writer);
-        }
-        if (record === undefined) {
+  let plan: RoutePlan<Route> | undefined;
+  try {
+    for (let i = 0; i < events.length; i++) {
+      const event = events[i];
+      const eventId = event.eventId || newId('ev');
+      eventIds[i] = eventId;
+      const eventType = event.type!; // problem() checked every event
+      const timestamp = event.eventTimestamp ?? received;
+      const { accountId } = event;
+      const next = routing.plan(accountId, eventType);
+      if (next !== plan) {
+        plan = next;
+        plan.forRequest(serial);
+      }
+      const { routes } = plan;
+      if (tee !== undefined) {
+        tee.event(
+          accountId,
+          eventType,
+          // A preview shows what a source that says nothing of redaction would deliver.
+          () => redactObject(request.object(i), DEFAULT_REDACTION),
+          (selected) => envelopeText(eventId, eventType, timestamp, accountId, selected),
+        );
+      }
+      if (routes.length === 0) {
+        tally.event(accountId, false);
+        continue;
+      }
+      const filterable = request.filterable(i);
+      const head = request.appendHead(eventId, eventType, timestamp, accountId);
+      const headEnd = request.at;
+      meta.set(eventId, eventType, accountId, partitionKey(filterable));
+      // One envelope per distinct field selection (group), copied as bytes to each further
+      // destination that wants it; a destination never gets the same record twice.
+      plan.nextEvent();
+      let routedAny = false;
+      for (let r = 0; r < routes.length; r++) {
+        const route = routes[r];
+        if (route.filter !== undefined && !route.filter.matches(filterable)) continue;
+        if (!sampled(eventId, route.sampleBound)) continue;
+        routedAny = true;
+        tally.route(route);
+        const g = plan.group[r];
+        for (const d of plan.destinations[r]) {
+          if (plan.sent(g, d)) continue;
+          const { writer } = outputOf(plan, d, outputs, slabs);
+          if (plan.written(g)) {
+            writer.copyRecord(groupWriter[g], groupRecord[g]);
+            continue;
+          }
           // A route redacting otherwise than the text was written copies from its own rewrite.
           if (route.redaction.key === event.redaction!.key) {
             writeRecord(
@@ -233,27 +292,24 @@ export function routeRequest(
             writeRecord(writer, request, head, headEnd, route.projection, spans, 0);
           }
           writer.endRecordMeta(meta);
-          record = {
-            projectionKey: route.projectionKey,
-            writer,
-            index: writer.records - 1,
-            destinationIds: [],
-          };
-          written.push(record);
-        } else {
-          writer.copyRecord(record.writer, record.index);
+          groupWriter[g] = writer;
+          groupRecord[g] = writer.records - 1;
         }
-        record.destinationIds.push(destinationId);
+        if (tee !== undefined) {
+          tee.routed(route.subscriptionId, eventType, groupWriter[g].recordText(groupRecord[g]));
+        }
       }
-      if (tee !== undefined && record !== undefined) {
-        tee.routed(route.subscriptionId, eventType, record.writer.recordText(record.index));
-      }
+      if (routedAny) matched++;
+      tally.event(accountId, routedAny);
     }
-    if (routedAny) matched++;
-    tally.event(accountId, routedAny);
+  } catch (error) {
+    // The slabs reserved for this request's blocks go back, or a bug would hold them for good.
+    for (const { reserved } of outputs.values())
+      if (reserved !== undefined) slabs?.release(reserved);
+    throw error;
   }
   const response = encodePublishResponse(events.length, eventIds);
-  const handedOff = handOff(writers, slabs);
+  const handedOff = handOff(outputs, slabs);
   return {
     kind: 'routed',
     response,

@@ -13,6 +13,7 @@ import {
   redactionOf,
 } from '../redaction/policy.ts';
 import { newRouteTally, type RouteTally } from './match-tally.ts';
+import { RoutePlan } from './route-plan.ts';
 import { sampleBound } from './sampling.ts';
 
 /** The subscriptions the pipeline routes by, for all accounts (loaded from the store). */
@@ -57,6 +58,8 @@ export interface Route {
 export interface Routing {
   readonly version: number;
   routes(accountId: string, eventType: string): readonly Route[];
+  /** The same routes indexed for routeRequest (route-plan.ts). */
+  plan(accountId: string, eventType: string): RoutePlan<Route>;
   /** The redaction an event's text is written with first: its first route's, or the default. */
   redaction(accountId: string, eventType: string): Redaction;
   /** Sources that no longer compile (the catalogue changed under a stored filter); skipped. */
@@ -64,10 +67,40 @@ export interface Routing {
 }
 
 const NONE: readonly Route[] = Object.freeze([]);
+const NO_PLAN = new RoutePlan<Route>(NONE);
+
+/**
+ * A lookup by account, then event type, that remembers the last account's table: requests mostly
+ * carry runs of one account's events, an event's type is one of a few constant strings (their
+ * hashes are kept), and no key is built per event.
+ */
+function lookup<T>(
+  table: Map<string, Map<string, Route[]>>,
+  value: (routes: Route[]) => T,
+  none: T,
+): (accountId: string, eventType: string) => T {
+  const byAccount = new Map<string, Map<string, T>>();
+  for (const [accountId, routesByType] of table) {
+    const types = new Map<string, T>();
+    for (const [eventType, routes] of routesByType) types.set(eventType, value(routes));
+    byAccount.set(accountId, types);
+  }
+  const noTypes = new Map<string, T>();
+  let lastAccount: string | undefined;
+  let types = noTypes;
+  return (accountId, eventType) => {
+    if (accountId !== lastAccount) {
+      types = byAccount.get(accountId) ?? noTypes;
+      lastAccount = accountId;
+    }
+    return types.get(eventType) ?? none;
+  };
+}
 
 /** Compiles every source of every subscription; a broken source is skipped and reported. */
 export function compileRouting(config: RoutingConfig): Routing {
-  const table = new Map<string, Route[]>();
+  // By account, then event type.
+  const table = new Map<string, Map<string, Route[]>>();
   const broken: { subscriptionId: string; type: string; error: string }[] = [];
   for (const subscription of config.subscriptions) {
     if (subscription.destinationIds.length === 0) continue;
@@ -95,17 +128,19 @@ export function compileRouting(config: RoutingConfig): Routing {
         broken.push({ subscriptionId: subscription.id, type: source.type, error: String(error) });
         continue;
       }
-      const key = `${subscription.accountId}\n${source.type}`;
-      const routes = table.get(key);
-      if (routes === undefined) table.set(key, [route]);
+      let types = table.get(subscription.accountId);
+      if (types === undefined) table.set(subscription.accountId, (types = new Map()));
+      const routes = types.get(source.type);
+      if (routes === undefined) types.set(source.type, [route]);
       else routes.push(route);
     }
   }
+  const plan = lookup(table, (routes) => new RoutePlan(routes), NO_PLAN);
   return {
     version: config.version,
     broken,
-    routes: (accountId, eventType) => table.get(`${accountId}\n${eventType}`) ?? NONE,
-    redaction: (accountId, eventType) =>
-      table.get(`${accountId}\n${eventType}`)?.[0].redaction ?? DEFAULT_REDACTION,
+    routes: (accountId, eventType) => plan(accountId, eventType).routes,
+    plan,
+    redaction: lookup(table, (routes) => routes[0].redaction, DEFAULT_REDACTION),
   };
 }

@@ -229,6 +229,8 @@ export class BlockWriter {
   private meta: Buffer;
   private metaPos = 0;
   private metaEnds: Uint32Array;
+  /** The writer's own text buffer while `buf` is another's (`writeInto`). */
+  private own: Buffer | undefined;
 
   // allocUnsafeSlow: never a slice of Node's shared pool, whose ArrayBuffer must not be
   // transferred to another thread with the block.
@@ -242,14 +244,33 @@ export class BlockWriter {
   /** Room for `n` more bytes of text at `pos`. */
   ensure(n: number): void {
     if (this.pos + n <= this.buf.length) return;
-    const next = Buffer.allocUnsafeSlow(Math.max(this.buf.length * 2, this.pos + n));
+    const own = this.own;
+    this.own = undefined;
+    const next =
+      own !== undefined && own.length >= this.pos + n
+        ? own
+        : Buffer.allocUnsafeSlow(Math.max((own ?? this.buf).length * 2, this.pos + n));
     this.buf.copy(next, 0, 0, this.pos);
     this.buf = next;
   }
 
+  /**
+   * Writes the next block's text into `into` (a reserved slab, say: no copy of the text at the
+   * end) for as long as it fits; past that, into the writer's own buffer. The writer is empty.
+   */
+  writeInto(into: Buffer): void {
+    this.own ??= this.buf;
+    this.buf = into;
+  }
+
+  /** Whether the text written so far is all in `into` (given to `writeInto`). */
+  writesInto(into: Buffer): boolean {
+    return this.buf === into;
+  }
+
   /** Bytes this writer's buffers hold (what keeping it for reuse costs). */
   get capacity(): number {
-    return this.buf.length + this.meta.length + this.ends.length * (1 + META) * 4;
+    return (this.own ?? this.buf).length + this.meta.length + this.ends.length * (1 + META) * 4;
   }
 
   /** Records written so far. */
@@ -281,6 +302,9 @@ export class BlockWriter {
       const buf = this.buf;
       let p = this.pos;
       for (let i = from; i < to; i++) buf[p++] = src[i];
+    } else if (src instanceof Buffer) {
+      // Buffer's copy does not make a view of the source first, as set(subarray) must.
+      src.copy(this.buf, this.pos, from, to);
     } else {
       this.buf.set(src.subarray(from, to), this.pos);
     }
@@ -361,10 +385,17 @@ export class BlockWriter {
    * say) and empties the writer for the next block.
    */
   copyTo(parts: BlockParts): void {
-    parts.text.set(this.buf.subarray(0, this.pos));
+    // Text written in place (writeInto) is already there.
+    if (parts.text.buffer !== this.buf.buffer || parts.text.byteOffset !== this.buf.byteOffset) {
+      parts.text.set(this.buf.subarray(0, this.pos));
+    }
     parts.ends.set(this.ends.subarray(0, this.count));
     parts.meta.set(this.meta.subarray(0, this.metaPos));
     parts.metaEnds.set(this.metaEnds.subarray(0, this.count * META));
+    if (this.own !== undefined) {
+      this.buf = this.own;
+      this.own = undefined;
+    }
     this.pos = 0;
     this.count = 0;
     this.metaPos = 0;
@@ -399,16 +430,31 @@ export class RecordMeta {
   set(eventId: string, eventType: string, accountId: string, partitionKey: string): void {
     const room = 3 * (eventId.length + eventType.length + accountId.length + partitionKey.length);
     if (room > this.bytes.length) this.bytes = Buffer.allocUnsafeSlow(room);
-    let p = this.bytes.write(eventId, 0);
+    let p = writeShort(this.bytes, eventId, 0);
     this.ends[0] = p;
-    p += this.bytes.write(eventType, p);
+    p = writeShort(this.bytes, eventType, p);
     this.ends[1] = p;
-    p += this.bytes.write(accountId, p);
+    p = writeShort(this.bytes, accountId, p);
     this.ends[2] = p;
-    p += this.bytes.write(partitionKey, p);
+    p = writeShort(this.bytes, partitionKey, p);
     this.ends[3] = p;
     this.length = p;
   }
+}
+
+/**
+ * Writes `s` as UTF-8 at `at`, returning where it ends. Metadata values are short and mostly
+ * ASCII: a loop writes them for less than a call into Buffer's native write costs.
+ */
+function writeShort(buf: Buffer, s: string, at: number): number {
+  const n = s.length;
+  if (n > 64) return at + buf.write(s, at);
+  for (let i = 0; i < n; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 0x80) return at + buf.write(s, at);
+    buf[at + i] = c;
+  }
+  return at + n;
 }
 
 const scratchMeta = new RecordMeta();

@@ -129,7 +129,10 @@ export function compileRouting(config: RoutingConfig): Routing {
         continue;
       }
       let types = table.get(subscription.accountId);
-      if (types === undefined) table.set(subscription.accountId, (types = new Map()));
+      if (types === undefined) {
+        types = new Map();
+        table.set(subscription.accountId, types);
+      }
       const routes = types.get(source.type);
       if (routes === undefined) types.set(source.type, [route]);
       else routes.push(route);

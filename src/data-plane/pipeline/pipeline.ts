@@ -18,7 +18,6 @@ import { ConfigLoader } from './config-loader.ts';
 import { deliverAll } from './deliver.ts';
 import type { DestinationHealth } from './destination-health.ts';
 import { createDestinations, type Destinations } from './destinations.ts';
-import { routeByIdleWorkers } from './split-request.ts';
 import { createTaps, type Taps } from './taps.ts';
 import { deliverTestEvent, type TestDelivery } from './test-delivery.ts';
 import { createRoutePool, type RoutePool } from './worker-pool.ts';
@@ -212,7 +211,7 @@ async function route(
 ): Promise<Routed> {
   let result: Awaited<ReturnType<RoutePool['route']>>;
   try {
-    result = await routeByIdleWorkers(pool, slabs, request, receivedAt, taps.specs());
+    result = await pool.route(request, receivedAt, taps.specs());
   } catch (error) {
     if ((error as AppError).code !== 'ERR_BACKPRESSURE') {
       logger.error({ err: error }, 'route-events worker failed');

@@ -45,29 +45,3 @@ export function encodePublishResponse(accepted: number, eventIds: readonly strin
   }
   return buf;
 }
-
-/** A response's event ids: its bytes after the accepted count. */
-function idsOf(response: Uint8Array): Uint8Array {
-  if (response[0] !== ACCEPTED_TAG) return response;
-  let pos = 1;
-  while (response[pos] >= 0x80) pos++;
-  return response.subarray(pos + 1);
-}
-
-/** Two requests' responses as one: the accepted counts added, the ids in order. */
-export function joinPublishResponses(
-  first: { response: Uint8Array; accepted: number },
-  second: { response: Uint8Array; accepted: number },
-): Uint8Array {
-  const accepted = first.accepted + second.accepted;
-  const head = accepted === 0 ? 0 : 1 + varintBytes(accepted);
-  const [a, b] = [idsOf(first.response), idsOf(second.response)];
-  const buf = Buffer.allocUnsafeSlow(head + a.length + b.length);
-  if (accepted !== 0) {
-    buf[0] = ACCEPTED_TAG;
-    writeVarint(buf, 1, accepted);
-  }
-  buf.set(a, head);
-  buf.set(b, head + a.length);
-  return buf;
-}

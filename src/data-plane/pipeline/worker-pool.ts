@@ -23,10 +23,6 @@ export interface RoutePool {
   setConfig(config: RoutingConfig): void;
   /** Busy fraction of the workers, for metrics. */
   utilization(): number;
-  /** Workers with no task now. */
-  idle(): number;
-  /** Events a request may carry (MAX_INGEST_EVENTS): more is refused, however it is routed. */
-  readonly maxEvents: number;
   close(): Promise<void>;
 }
 
@@ -71,7 +67,6 @@ export function createRoutePool(options: {
   // The pool replaces the worker by itself, so there is nothing else to do.
   pool.on('error', () => {});
   let config: RoutingConfig = { version: 0, subscriptions: [] };
-  let running = 0;
 
   function run(task: RouteTask): Promise<RouteResult> {
     // Piscina's own check, made here so that a full queue needs no reading of its error text.
@@ -80,15 +75,9 @@ export function createRoutePool(options: {
         new AppError('ERR_BACKPRESSURE', 'too many requests queued; retry later'),
       );
     }
-    running++;
-    return pool
-      .run(task)
-      .catch((error: unknown) => {
-        throw new AppError('ERR_UNAVAILABLE', 'event routing failed; retry', {}, { cause: error });
-      })
-      .finally(() => {
-        running--;
-      });
+    return pool.run(task).catch((error: unknown) => {
+      throw new AppError('ERR_UNAVAILABLE', 'event routing failed; retry', {}, { cause: error });
+    });
   }
 
   return {
@@ -108,8 +97,6 @@ export function createRoutePool(options: {
       config = next;
     },
     utilization: () => pool.utilization,
-    idle: () => Math.max(0, options.threads - running),
-    maxEvents: options.maxEvents,
     close: () => pool.close(),
   };
 }

@@ -217,9 +217,9 @@ const SERVICE_SETTINGS = {
   batchLingerMs: {
     env: 'BATCH_LINGER_MS',
     planes: ['data'],
-    kind: ms(0, 0, 60_000),
+    kind: ms(5, 0, 60_000),
     meaning:
-      "A destination's batch is written this long after its first record when no write is in flight (0: at the end of the event loop's turn, with every record that arrived in it); records that arrive during a write go as one batch as soon as it ends (group commit).",
+      "A destination's batch is written this long after its first record when no write is in flight and the last one ended within this time; a destination idle for longer writes at the end of the event loop's turn (0: always). Records that arrive during a write go as one batch as soon as it ends (group commit).",
   },
   spoolMaxBytes: {
     env: 'SPOOL_MAX_BYTES',

@@ -49,7 +49,7 @@ describe('batcher', () => {
     expect(flushed.map((f) => f.bytes)).toEqual([20, 10]);
   });
 
-  it('flushes a partial batch when the linger timer started by its first record fires', async () => {
+  it('waits the linger after a recent flush, and goes at the end of the turn when idle', async () => {
     const flushed: Batch[] = [];
     const b = createBatcher({
       maxEvents: 100,
@@ -59,10 +59,28 @@ describe('batcher', () => {
         flushed.push(batch);
       },
     });
-    const started = Date.now();
-    await Promise.all([b.add(RecordBlock.of([rec(1)])), b.add(RecordBlock.of([rec(2)]))]);
-    expect(Date.now() - started).toBeGreaterThanOrEqual(25);
+    // Idle since it was made: the first batch goes at the end of this turn, with what came in it.
+    const first = [b.add(RecordBlock.of([rec(1)])), b.add(RecordBlock.of([rec(2)]))];
+    await new Promise((resolve) => setImmediate(resolve));
     expect(flushed.map(ids)).toEqual([['ev_1', 'ev_2']]);
+    await Promise.all(first);
+    // A flush just ended: records are coming, so the next batch waits the linger for more.
+    const started = performance.now();
+    const next = [b.add(RecordBlock.of([rec(3)]))];
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    next.push(b.add(RecordBlock.of([rec(4)])));
+    await Promise.all(next);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(25);
+    expect(flushed.map(ids)).toEqual([
+      ['ev_1', 'ev_2'],
+      ['ev_3', 'ev_4'],
+    ]);
+    // Idle for longer than the linger: at the end of the turn again.
+    await new Promise((resolve) => setTimeout(resolve, 40));
+    const idle = b.add(RecordBlock.of([rec(5)]));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(flushed.map(ids).at(-1)).toEqual(['ev_5']);
+    await idle;
     await b.close();
   });
 

@@ -10,7 +10,9 @@ export interface BatcherOptions {
   maxBytes: number;
   /**
    * With no flush in flight, a batch is flushed this long after its first record arrived, full
-   * or not; records that arrive during a flush go as one batch as soon as it ends.
+   * or not, when the last flush ended less than this long before; a destination idle for longer
+   * flushes at the end of the event loop's turn (0: always). Records that arrive during a flush
+   * go as one batch as soon as it ends.
    */
   lingerMs: number;
   /**
@@ -109,7 +111,10 @@ export function createBatcher<R>(deps: BatcherDeps<R>): Batcher<R> {
 class GroupCommitBatcher<R> implements Batcher<R> {
   private readonly queue: OpenBatch<R>[] = [];
   private current: OpenBatch<R> | undefined;
-  private timer: NodeJS.Timeout | NodeJS.Immediate | undefined;
+  /** Cancels the open batch's linger (a timer, or the end of the loop's turn). */
+  private cancelLinger: (() => void) | undefined;
+  /** When the last flush ended (performance.now()). */
+  private lastFlushEnd = Number.NEGATIVE_INFINITY;
   private draining: Promise<void> | undefined;
   private feeding: Feed<R> | undefined;
   private closed = false;
@@ -163,11 +168,8 @@ class GroupCommitBatcher<R> implements Batcher<R> {
   }
 
   private seal(): void {
-    if (this.timer) {
-      if (this.deps.lingerMs === 0) clearImmediate(this.timer as NodeJS.Immediate);
-      else clearTimeout(this.timer as NodeJS.Timeout);
-      this.timer = undefined;
-    }
+    this.cancelLinger?.();
+    this.cancelLinger = undefined;
     const current = this.current;
     if (!current || current.count === 0) return;
     this.queue.push(current);
@@ -179,9 +181,23 @@ class GroupCommitBatcher<R> implements Batcher<R> {
   // filling and goes as soon as the flush ends (group commit): sealed at each linger, several
   // small batches queued behind one slow write (an fsync) and each waited for its own.
   private readonly lingered = (): void => {
-    this.timer = undefined;
+    this.cancelLinger = undefined;
     if (this.draining === undefined) this.seal();
   };
+
+  // Records keep coming while flushes end within a linger of each other (the edge's events, one
+  // at a time): waiting gathers them. A destination idle for longer has nothing coming to wait
+  // for: its batch goes at the end of this turn of the loop, with whatever arrived in it.
+  private startLinger(): void {
+    const { lingerMs } = this.deps;
+    if (performance.now() - this.lastFlushEnd >= lingerMs) {
+      const immediate = setImmediate(this.lingered);
+      this.cancelLinger = () => clearImmediate(immediate);
+    } else {
+      const timer = setTimeout(this.lingered, lingerMs);
+      this.cancelLinger = () => clearTimeout(timer);
+    }
+  }
 
   // One flush in flight at a time keeps the destination's order; the loop ends when the queue is
   // empty and no open batch waits for the flush to end.
@@ -193,6 +209,7 @@ class GroupCommitBatcher<R> implements Batcher<R> {
       } catch (err) {
         batch.reject(err);
       } finally {
+        this.lastFlushEnd = performance.now();
         this.pending -= batch.bytes;
         this.feed();
       }
@@ -214,11 +231,7 @@ class GroupCommitBatcher<R> implements Batcher<R> {
       }
       if (!current) {
         current = this.current = openBatch();
-        // A linger of 0 is the end of this turn of the event loop: what arrives with it goes too.
-        this.timer =
-          this.deps.lingerMs === 0
-            ? setImmediate(this.lingered)
-            : setTimeout(this.lingered, this.deps.lingerMs);
+        this.startLinger();
       }
       const base = block.start(from);
       const room = maxBytes - current.bytes;

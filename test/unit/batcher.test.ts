@@ -1,9 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import {
-  BatcherFullError,
-  createBatcher,
-  WORTH_A_WRITE,
-} from '../../src/data-plane/pipeline/batcher.ts';
+import { BatcherFullError, createBatcher } from '../../src/data-plane/pipeline/batcher.ts';
 import { type EventRecord, RecordBlock } from '../../src/data-plane/sinks/record-block.ts';
 import type { Batch } from '../../src/data-plane/sinks/types.ts';
 
@@ -85,28 +81,6 @@ describe('batcher', () => {
     await new Promise((resolve) => setImmediate(resolve));
     expect(flushed.map(ids).at(-1)).toEqual(['ev_5']);
     await idle;
-    await b.close();
-  });
-
-  it('does not make a batch worth its own write wait the linger', async () => {
-    const flushed: Batch[] = [];
-    const b = createBatcher({
-      maxEvents: 100,
-      maxBytes: 1 << 20,
-      lingerMs: 60_000,
-      flush: async (batch) => {
-        flushed.push(batch);
-      },
-    });
-    await b.add(RecordBlock.of([rec(1)]));
-    // A flush just ended, so a small batch waits the (long) linger...
-    const small = b.add(RecordBlock.of([rec(2)]));
-    await new Promise((resolve) => setTimeout(resolve, 20));
-    expect(flushed.map(ids)).toEqual([['ev_1']]);
-    // ...until it holds WORTH_A_WRITE bytes: then it goes at the end of the turn.
-    const big = rec(3, JSON.stringify({ pad: 'x'.repeat(WORTH_A_WRITE) }));
-    await Promise.all([small, b.add(RecordBlock.of([big]))]);
-    expect(flushed.map(ids)).toEqual([['ev_1'], ['ev_2', 'ev_3']]);
     await b.close();
   });
 

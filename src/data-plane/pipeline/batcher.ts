@@ -51,9 +51,6 @@ export class BatcherFullError extends Error {
   }
 }
 
-/** A batch this large is worth a write of its own: it does not wait the linger for more. */
-export const WORTH_A_WRITE = 64 * 1024;
-
 interface OpenBatch<R> {
   /** Slices of the blocks added (views, no copy): the flushed batch's blocks. */
   pieces: RecordBlock[];
@@ -118,8 +115,6 @@ class GroupCommitBatcher<R> implements Batcher<R> {
   private cancelLinger: (() => void) | undefined;
   /** When the last flush ended (performance.now()). */
   private lastFlushEnd = Number.NEGATIVE_INFINITY;
-  /** The open batch goes at the end of this turn of the loop (no timer). */
-  private atEndOfTurn = false;
   private draining: Promise<void> | undefined;
   private feeding: Feed<R> | undefined;
   private closed = false;
@@ -175,7 +170,6 @@ class GroupCommitBatcher<R> implements Batcher<R> {
   private seal(): void {
     this.cancelLinger?.();
     this.cancelLinger = undefined;
-    this.atEndOfTurn = false;
     const current = this.current;
     if (!current || current.count === 0) return;
     this.queue.push(current);
@@ -188,27 +182,21 @@ class GroupCommitBatcher<R> implements Batcher<R> {
   // small batches queued behind one slow write (an fsync) and each waited for its own.
   private readonly lingered = (): void => {
     this.cancelLinger = undefined;
-    this.atEndOfTurn = false;
     if (this.draining === undefined) this.seal();
   };
 
-  // Records keep coming in small pieces while flushes end within a linger of each other (the
-  // edge's events, one at a time): waiting gathers them. A destination idle for longer has
-  // nothing coming to wait for, and a batch of WORTH_A_WRITE bytes (a Publish's records) is
-  // worth its write already: either goes at the end of this turn of the loop.
+  // Records keep coming while flushes end within a linger of each other (the edge's events, one
+  // at a time): waiting gathers them. A destination idle for longer has nothing coming to wait
+  // for: its batch goes at the end of this turn of the loop, with whatever arrived in it.
   private startLinger(): void {
-    if (performance.now() - this.lastFlushEnd >= this.deps.lingerMs) this.lingerToEndOfTurn();
-    else {
-      const timer = setTimeout(this.lingered, this.deps.lingerMs);
+    const { lingerMs } = this.deps;
+    if (performance.now() - this.lastFlushEnd >= lingerMs) {
+      const immediate = setImmediate(this.lingered);
+      this.cancelLinger = () => clearImmediate(immediate);
+    } else {
+      const timer = setTimeout(this.lingered, lingerMs);
       this.cancelLinger = () => clearTimeout(timer);
     }
-  }
-
-  private lingerToEndOfTurn(): void {
-    this.cancelLinger?.();
-    const immediate = setImmediate(this.lingered);
-    this.cancelLinger = () => clearImmediate(immediate);
-    this.atEndOfTurn = true;
   }
 
   // One flush in flight at a time keeps the destination's order; the loop ends when the queue is
@@ -256,7 +244,6 @@ class GroupCommitBatcher<R> implements Batcher<R> {
       current.bytes += piece.bytes;
       waits.add(current.done);
       if (current.count >= maxEvents || current.bytes >= maxBytes) this.seal();
-      else if (current.bytes >= WORTH_A_WRITE && !this.atEndOfTurn) this.lingerToEndOfTurn();
       from = next;
     }
   }

@@ -94,7 +94,7 @@ async function allSettled<R>(waits: Set<Promise<R>>): Promise<R[]> {
   return results.map((result) => (result as PromiseFulfilledResult<R>).value);
 }
 
-/** Builds a batcher: flush on max events, max bytes, or a linger timer started at the first record. */
+/** Builds a batcher: flush on max events, max bytes, or the linger started at the first record. */
 export function createBatcher<R>(deps: BatcherDeps<R>): Batcher<R> {
   const { maxEvents, maxBytes, lingerMs } = deps;
   if (!(maxEvents >= 1) || !(maxBytes >= 1) || !(lingerMs >= 0)) {

@@ -28,6 +28,8 @@ import { median } from './lib/stats.ts';
 
 const ROUND_S = Number(process.env.BENCH_DURATION_S ?? 5);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
+/** Unmeasured load on every arm first: the service's code is compiled before it is timed. */
+const WARMUP_S = Number(process.env.BENCH_WARMUP_S ?? 2);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
 const HOSTNAME = 'app.bench-edge.example.com';
 const NGROK_HOSTNAME = 'sdk.bench-edge.example.com';
@@ -49,11 +51,11 @@ function cpuMsOf(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
-async function load(port: number, host: string): Promise<Run> {
+async function load(port: number, host: string, durationS = ROUND_S): Promise<Run> {
   const result = await autocannon({
     url: `http://127.0.0.1:${port}/bench`,
     connections: CONNECTIONS,
-    duration: ROUND_S,
+    duration: durationS,
     headers: { host },
   });
   if (result.non2xx > 0 || result.errors > 0) {
@@ -118,6 +120,15 @@ async function measure(setup: Setup) {
   const serviceUs: Record<'ssh' | 'ngrok', number[]> = { ssh: [], ngrok: [] };
   const sshClientUs: number[] = [];
   const pid = { service: setup.service.pid, ssh: setup.sshAgent.child.pid! };
+  if (WARMUP_S > 0) {
+    for (const [port, host] of [
+      [setup.sshd.port, HOSTNAME],
+      [setup.edgePort, HOSTNAME],
+      [setup.edgePort, NGROK_HOSTNAME],
+    ] as const) {
+      await load(port, host, WARMUP_S);
+    }
+  }
   for (let round = 0; round < ROUNDS; round++) {
     runs.direct.push(await load(setup.localPort, HOSTNAME));
     runs.sshd.push(await load(setup.sshd.port, HOSTNAME));

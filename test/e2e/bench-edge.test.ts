@@ -14,7 +14,13 @@ describe('bench:edge', () => {
   it('measures every arm in one short run and prints the lines bench:all reads', async () => {
     const { stdout } = await promisify(execFile)(process.execPath, ['bench/edge.ts'], {
       cwd: ROOT,
-      env: { ...process.env, BENCH_DURATION_S: '1', BENCH_ROUNDS: '1', BENCH_CONNECTIONS: '4' },
+      env: {
+        ...process.env,
+        BENCH_DURATION_S: '1',
+        BENCH_ROUNDS: '1',
+        BENCH_WARMUP_S: '1',
+        BENCH_CONNECTIONS: '4',
+      },
       encoding: 'utf8',
       timeout: 120_000,
     });

@@ -1,3 +1,4 @@
+import { constants } from 'node:fs';
 import { type FileHandle, open, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fsyncDir } from '../../../shared/files/fsync-dir.ts';
@@ -13,6 +14,14 @@ import { finishLeftOpen, OPEN_SUFFIX } from './recovery.ts';
 // `*.open` only ever sees complete files. A leftover `.open` file (crash) is trimmed to its last
 // complete line and renamed at the next start (recovery.ts). One directory belongs to one
 // destination.
+
+/**
+ * A new file whose writes return only once their data is durable (O_DSYNC), as a write and an
+ * fdatasync would: one trip to libuv's thread pool per batch instead of two. Each trip costs the
+ * main thread ~40 µs of wake-ups on this machine (2026-11-27: 125–175 → 85–105 µs per batch).
+ */
+const NEW_DURABLE_FILE =
+  constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_DSYNC;
 
 /** What the file sink needs: its validated settings and the service logger. */
 export interface FileSinkDeps {
@@ -144,7 +153,7 @@ class RotatingFiles {
       // Same second after a restart: a name is taken (finished or open), try the next number.
       if (await pathExists(join(dir, name))) continue;
       try {
-        const fh = await open(join(dir, name + OPEN_SUFFIX), 'wx');
+        const fh = await open(join(dir, name + OPEN_SUFFIX), NEW_DURABLE_FILE);
         await fsyncDir(dir);
         const timer = setTimeout(() => this.rotateAged(name), maxFileAgeMs);
         timer.unref();
@@ -162,15 +171,14 @@ class RotatingFiles {
   }
 }
 
-// The batch's blocks in one writev (a short write, or more blocks than the OS takes at once,
-// goes on with the rest), then one fdatasync.
+// The batch's blocks in one writev, durable when it returns (O_DSYNC); a short write, or more
+// blocks than the OS takes at once, goes on with the rest.
 async function writeAll(file: ActiveFile, chunks: readonly Buffer[], size: number) {
   let written = 0;
   while (written < size) {
     const { bytesWritten } = await file.fh.writev(rest(chunks, written), file.size + written);
     written += bytesWritten;
   }
-  await file.fh.datasync();
 }
 
 /** The chunks without their first `skip` bytes (views, no copy). */

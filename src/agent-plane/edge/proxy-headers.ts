@@ -25,8 +25,13 @@ const HOP_BY_HOP = new Set([
 /** The hop-by-hop names of a message whose Connection field says `connection`, lower-cased. */
 function hopByHop(connection: string | string[] | undefined): Set<string> {
   if (connection === undefined) return HOP_BY_HOP;
-  const named = [connection].flat().flatMap((value) => value.split(','));
-  return new Set([...HOP_BY_HOP, ...named.map((name) => name.trim().toLowerCase())]);
+  const named = [connection]
+    .flat()
+    .flatMap((value) => value.split(','))
+    .map((name) => name.trim().toLowerCase());
+  // `Connection: keep-alive`, on nearly every request and answer, names nothing new.
+  if (named.every((name) => HOP_BY_HOP.has(name))) return HOP_BY_HOP;
+  return new Set([...HOP_BY_HOP, ...named]);
 }
 
 /** Whether a message's fields ask for an upgrade (Upgrade, and Connection naming it). */

@@ -16,6 +16,7 @@ import {
   writeJsString,
   writeString,
 } from './json-bytes.ts';
+import { writeTimestamp } from './timestamp-bytes.ts';
 import type { EventJson } from './to-json.ts';
 import { formatTimestamp, wireToJson } from './wire-decode.ts';
 import { MapKeys, readMapEntry } from './wire-json-map.ts';
@@ -201,7 +202,7 @@ function messageSource(node: JsonNode, info: number): string {
         break;
       }
       case 'timestamp':
-        body = `${READ_LENGTH}\n        ${enter} const v = ts(buf, pos, pos + n); need(${room} + 40); ${start}\n        if (v === null) { ${literal('null')}} else { O[op++] = 34; op = ascii(O, op, v); O[op++] = 34; } ${end} pos += n; next = ${k + 1};`;
+        body = `${READ_LENGTH}\n        ${enter} need(${room} + 40); ${start}\n        op = tsw(O, op, buf, pos, pos + n, ts); ${end} pos += n; next = ${k + 1};`;
         break;
       case 'string_list':
       case 'string_list_map':
@@ -340,7 +341,7 @@ function compileWriters(): Writers {
   const source = [
     "'use strict';",
     'const { tag, varint32, int32, int64, bool, skip, overrun, tooDeep } = R;',
-    'const { str, int, ascii, boolw, ts, struct, readEntry, KEYS, OUT } = W;',
+    'const { str, int, ascii, boolw, ts, tsw, struct, readEntry, KEYS, OUT } = W;',
     'const { chk, qhas, qred, jstr, MARK } = W;',
     'let RH = null, RQ = null;',
     'const c = R.newCursor();',
@@ -363,6 +364,7 @@ function compileWriters(): Writers {
     boolw: writeBool,
     ts: (buf: Uint8Array, start: number, end: number) =>
       formatTimestamp(timestamp(buf, start, end) as never),
+    tsw: writeTimestamp,
     struct,
     readEntry: readMapEntry,
     KEYS: new MapKeys(),

@@ -21,14 +21,21 @@ function expected(bytes: Uint8Array): Buffer | 'invalid' {
 
 /**
  * writeString of `bytes` placed at `offset` in a larger source with `after` bytes after it,
- * written at `at` of an output.
+ * the rest `around` (a byte that escapes, or a plain one), written at `at` of an output.
  */
-function written(bytes: Uint8Array, offset: number, at: number, after = 0): Buffer | 'invalid' {
-  // Bytes around the string that would escape (reading past its ends would show), and none
-  // after it unless asked (reading past the source would throw).
-  const src = new Uint8Array(offset + bytes.length + after).fill(0x22);
+function written(
+  bytes: Uint8Array,
+  offset: number,
+  at: number,
+  after = 0,
+  around = 0x22,
+): Buffer | 'invalid' {
+  // Reading past the string's ends would show: as an escape that is not in it, or as a plain
+  // byte copied into it; none after it unless asked (reading past the source would throw).
+  // Both arrays start inside their ArrayBuffers, as pooled Buffers and subarrays do.
+  const src = new Uint8Array(3 + offset + bytes.length + after).fill(around).subarray(3);
   src.set(bytes, offset);
-  const out = Buffer.alloc(at + 6 * bytes.length + 2 + 16, FILL);
+  const out = Buffer.alloc(5 + at + 6 * bytes.length + 2 + 16, FILL).subarray(5);
   let end: number;
   try {
     end = writeString(out, at, src, offset, offset + bytes.length);
@@ -72,9 +79,16 @@ const bytesArb = fc.oneof(
 describe('writeString', () => {
   it('writes JSON.stringify of the UTF-8 string, or throws when it is not UTF-8', () => {
     fc.assert(
-      fc.property(bytesArb, fc.nat(7), fc.nat(7), fc.nat(7), (bytes, offset, at, after) => {
-        expect(written(bytes, offset, at, after)).toEqual(expected(bytes));
-      }),
+      fc.property(
+        bytesArb,
+        fc.nat(7),
+        fc.nat(7),
+        fc.nat(7),
+        fc.constantFrom(0x22, 0x78),
+        (bytes, offset, at, after, around) => {
+          expect(written(bytes, offset, at, after, around)).toEqual(expected(bytes));
+        },
+      ),
       fuzzParams(3000),
     );
   });

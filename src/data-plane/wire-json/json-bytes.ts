@@ -43,6 +43,91 @@ export function writeString(
   start: number,
   end: number,
 ): number {
+  const length = end - start;
+  if (length < 4) return writeEscaped(out, pos, src, start, end);
+  const found = copyPlain(out, pos + 1, src, start, end);
+  if (found === ESCAPES) return writeEscaped(out, pos, src, start, end);
+  if (found === NON_ASCII && !isUtf8(src.subarray(start, end))) invalidUtf8(start, end);
+  out[pos] = QUOTE;
+  out[pos + 1 + length] = QUOTE;
+  return pos + length + 2;
+}
+
+// What copyPlain found in the bytes it copied: nothing to escape (ASCII or not), or an escape.
+const ASCII = 0;
+const NON_ASCII = 1;
+const ESCAPES = 2;
+
+// DataViews of the last source and output arrays: the writers call with the same two again and
+// again (a request's bytes, the text buffer), and a view per call would cost more than the copy.
+const EMPTY_VIEW: DataView = new DataView(new ArrayBuffer(0));
+let srcArray: Uint8Array | undefined;
+let srcView = EMPTY_VIEW;
+let outArray: Uint8Array | undefined;
+let outView = EMPTY_VIEW;
+
+/**
+ * Copies src[start, end) (at least 4 bytes) to out at `at`, four bytes at a time, and says
+ * whether any of them JSON escapes or is not ASCII. The escape test is exact (a byte below 0x20,
+ * or equal to " or \, per 32-bit word: the has-zero-byte trick), so that only strings which do
+ * escape go back to the byte loop. The last word overlaps the one before when the length is not
+ * a multiple of 4: no byte outside the string is read or written.
+ */
+function copyPlain(
+  out: Uint8Array,
+  at: number,
+  src: Uint8Array,
+  start: number,
+  end: number,
+): number {
+  if (src !== srcArray) {
+    srcArray = src;
+    srcView = new DataView(src.buffer, src.byteOffset, src.byteLength);
+  }
+  if (out !== outArray) {
+    outArray = out;
+    outView = new DataView(out.buffer, out.byteOffset, out.byteLength);
+  }
+  const from = srcView;
+  const to = outView;
+  const shift = at - start;
+  const last = end - 4;
+  let high = 0;
+  let escapes = 0;
+  for (let i = start; i < last; i += 4) {
+    const word = from.getUint32(i, true);
+    to.setUint32(i + shift, word, true);
+    high |= word;
+    escapes |= escapesIn(word);
+  }
+  const word = from.getUint32(last, true);
+  to.setUint32(last + shift, word, true);
+  high |= word;
+  escapes |= escapesIn(word);
+  if ((escapes & 0x80808080) !== 0) return ESCAPES;
+  return (high & 0x80808080) !== 0 ? NON_ASCII : ASCII;
+}
+
+// Bit 7 of each byte of the answer is set where that byte of `word` is below 0x20, " or \
+// (or above such a byte: the borrow; the test is whether any is set).
+function escapesIn(word: number): number {
+  const quote = word ^ 0x22222222;
+  const backslash = word ^ 0x5c5c5c5c;
+  return (
+    ((word - 0x20202020) & ~word) |
+    ((quote - 0x01010101) & ~quote) |
+    ((backslash - 0x01010101) & ~backslash)
+  );
+}
+
+// The byte loop: every byte checked, escapes written.
+function writeEscaped(
+  out: Uint8Array,
+  pos: number,
+  src: Uint8Array,
+  start: number,
+  end: number,
+): number {
   out[pos++] = QUOTE;
   let ascii = true;
   for (let i = start; i < end; i++) {

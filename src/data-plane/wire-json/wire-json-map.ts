@@ -115,63 +115,27 @@ function readValues(
 }
 
 /**
- * The keys of the map being written, to tell whether the next one can be written where it
- * arrives: not when it repeats an earlier key of the map (the decoder's object keeps the first
- * position and the last value), nor when it is all digits (an array index, which JS objects put
- * first). A 32-bit filter of the keys' hashes (length, first and last byte) lets most new keys
- * pass without being compared with every earlier one.
+ * Whether a map key cannot be written where it arrives: it repeats an earlier key of the map
+ * (`keys[0, 2·count)`: their byte ranges; the decoder's object keeps the first position and
+ * the last value), or it is all digits (an array index, which JS objects put first).
  */
-export class MapKeys {
-  private ranges = new Int32Array(64);
-  private count = 0;
-  private hashes = 0;
-
-  /** Forgets the keys: a new map starts. */
-  reset(): void {
-    this.count = 0;
-    this.hashes = 0;
+export function sameOrIndexKey(
+  buf: Uint8Array,
+  start: number,
+  end: number,
+  keys: Int32Array,
+  count: number,
+): boolean {
+  const length = end - start;
+  let digits = length > 0;
+  for (let i = start; i < end && digits; i++) digits = buf[i] >= 0x30 && buf[i] <= 0x39;
+  if (digits) return true;
+  for (let k = 0; k < count; k++) {
+    const s = keys[2 * k];
+    if (keys[2 * k + 1] - s !== length) continue;
+    let i = 0;
+    while (i < length && buf[s + i] === buf[start + i]) i++;
+    if (i === length) return true;
   }
-
-  /** Adds the key buf[start, end); false (and nothing added) when it cannot be written here. */
-  add(buf: Uint8Array, start: number, end: number): boolean {
-    const length = end - start;
-    if (length > 0 && buf[start] >= 0x30 && buf[start] <= 0x39 && allDigits(buf, start, end)) {
-      return false;
-    }
-    const bit = length === 0 ? 1 : 1 << hash5(length, buf[start], buf[end - 1]);
-    if ((this.hashes & bit) !== 0 && this.repeats(buf, start, end)) return false;
-    this.hashes |= bit;
-    if (2 * this.count + 2 > this.ranges.length) {
-      const next = new Int32Array(this.ranges.length * 2);
-      next.set(this.ranges);
-      this.ranges = next;
-    }
-    this.ranges[2 * this.count] = start;
-    this.ranges[2 * this.count + 1] = end;
-    this.count++;
-    return true;
-  }
-
-  private repeats(buf: Uint8Array, start: number, end: number): boolean {
-    const length = end - start;
-    const ranges = this.ranges;
-    for (let k = 0; k < this.count; k++) {
-      const s = ranges[2 * k];
-      if (ranges[2 * k + 1] - s !== length) continue;
-      let i = 0;
-      while (i < length && buf[s + i] === buf[start + i]) i++;
-      if (i === length) return true;
-    }
-    return false;
-  }
-}
-
-function allDigits(buf: Uint8Array, start: number, end: number): boolean {
-  for (let i = start; i < end; i++) if (buf[i] < 0x30 || buf[i] > 0x39) return false;
-  return true;
-}
-
-/** Five bits of a key's length, first and last byte. */
-function hash5(length: number, first: number, last: number): number {
-  return Math.imul(length ^ (first << 8) ^ (last << 16), 0x9e3779b1) >>> 27;
+  return false;
 }

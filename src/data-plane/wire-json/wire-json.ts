@@ -19,7 +19,7 @@ import {
 import { writeTimestamp } from './timestamp-bytes.ts';
 import type { EventJson } from './to-json.ts';
 import { formatTimestamp, wireToJson } from './wire-decode.ts';
-import { MapKeys, readMapEntry } from './wire-json-map.ts';
+import { readMapEntry, sameOrIndexKey } from './wire-json-map.ts';
 import * as reader from './wire-reader.ts';
 import { type MessageInfo, RECURSION_LIMIT, tagOf, WIRE_LEN, WIRE_VARINT } from './wire-reader.ts';
 import { struct } from './wire-struct.ts';
@@ -217,7 +217,7 @@ function messageSource(node: JsonNode, info: number): string {
             : f.kind === 'string_list_map'
               ? 'entry(buf, pos, pos + n, depth);'
               : 'const s = {}; struct(c, buf, pos, pos + n, s, depth + 1); const j = JSON.stringify(s); need(3 * j.length); op += O.write(j, op);';
-        const reset = f.kind === 'string_list_map' ? ' KEYS.reset();' : '';
+        const reset = f.kind === 'string_list_map' ? ' mk = 0;' : '';
         body = `${READ_LENGTH}\n        if (open === ${k}) { ${again} } else { ${first}${reset} }\n        ${element} pos += n;`;
         break;
       }
@@ -263,7 +263,9 @@ function entry(buf, pos, end, depth) {
   const e = readEntry(c, buf, pos, end, depth);
   let ks = e[0], ke = e[1];
   if (ks < 0) { ks = 0; ke = 0; }
-  if (!KEYS.add(buf, ks, ke)) throw OUT;
+  if (keyConflict(buf, ks, ke, MK, mk)) throw OUT;
+  if (2 * mk + 2 > MK.length) { const next = new Int32Array(MK.length * 2); next.set(MK); MK = next; }
+  MK[2 * mk] = ks; MK[2 * mk + 1] = ke; mk++;
   need(6 * (ke - ks) + 4); op = str(O, op, buf, ks, ke); O[op++] = 58; O[op++] = 91;
   const values = e[2];
   if (RH !== null && values > 0 && RH.has(buf, ks, ke)) {
@@ -284,7 +286,9 @@ function simpleEntry(buf, pos, end, ks, ke) {
   for (let p = pos; p < end; p += 2 + buf[p + 1], values++) {
     if (buf[p] !== 10 || p + 2 > end || buf[p + 1] > 127 || p + 2 + buf[p + 1] > end) return false;
   }
-  if (!KEYS.add(buf, ks, ke)) throw OUT;
+  if (keyConflict(buf, ks, ke, MK, mk)) throw OUT;
+  if (2 * mk + 2 > MK.length) { const next = new Int32Array(MK.length * 2); next.set(MK); MK = next; }
+  MK[2 * mk] = ks; MK[2 * mk + 1] = ke; mk++;
   // Each input byte becomes at most 6 (an escape), a value's 2 bytes of tag and length cover its quotes and comma.
   need(6 * (end - ks) + MARK.length + 4);
   op = str(O, op, buf, ks, ke); O[op++] = 58; O[op++] = 91;
@@ -341,12 +345,13 @@ function compileWriters(): Writers {
   const source = [
     "'use strict';",
     'const { tag, varint32, int32, int64, bool, skip, overrun, tooDeep } = R;',
-    'const { str, int, ascii, boolw, ts, tsw, struct, readEntry, KEYS, OUT } = W;',
+    'const { str, int, ascii, boolw, ts, tsw, struct, readEntry, keyConflict, OUT } = W;',
     'const { chk, qhas, qred, jstr, MARK } = W;',
     'let RH = null, RQ = null;',
     'const c = R.newCursor();',
     'const EMPTY = new Uint8Array(0);',
     'let O = W.initial, op = 0, P = new Int32Array(0), pb = 0, T = new Int32Array(0), tb = 0;',
+    'let MK = new Int32Array(32), mk = 0;',
     'function need(n) { if (op + n > O.length) { const next = W.alloc(Math.max(O.length * 2, op + n)); O.copy(next, 0, 0, op); O = next; } }',
     ENTRY_SOURCE,
     ...nodes.map((node, k) => messageSource(node, k)),
@@ -367,7 +372,7 @@ function compileWriters(): Writers {
     tsw: writeTimestamp,
     struct,
     readEntry: readMapEntry,
-    KEYS: new MapKeys(),
+    keyConflict: sameOrIndexKey,
     OUT: OUT_OF_ORDER,
     chk: checkUtf8,
     qhas: queryHasName,

@@ -1,21 +1,20 @@
-import {
-  type Agent,
-  type ClientRequest,
-  request as httpRequest,
-  type IncomingMessage,
-  type OutgoingHttpHeaders,
-  type ServerResponse,
+import type {
+  IncomingHttpHeaders,
+  IncomingMessage,
+  OutgoingHttpHeaders,
+  ServerResponse,
 } from 'node:http';
-import type { Socket } from 'node:net';
 import type { Readable } from 'node:stream';
 import type { Logger } from '../../shared/logger.ts';
 import { TOO_MANY_STREAMS } from '../sessions/live-session.ts';
+import type { AgentAnswer } from './agent-answer.ts';
+import { AgentExchange } from './agent-exchange.ts';
 import { errorPage, invalidStatus } from './edge-answers.ts';
 import { endToEndFields } from './proxy-headers.ts';
-import type { AgentStreams, StreamConnector } from './stream-pool.ts';
-import type { StreamSocket } from './stream-socket.ts';
+import type { AgentStreams } from './stream-pool.ts';
 
-// One request to an agent and its answer back. The request goes on a pooled stream; one whose
+// One request to an agent and its answer back. The request goes on a pooled stream, in HTTP/1.1
+// the edge writes and reads itself (agent-exchange.ts, docs/decisions.md#edge-exchange); one whose
 // stream closes before any byte of an answer, when that stream was a reused one (the agent's
 // server closed it as it went idle: the keep-alive race), is sent once more on a fresh stream,
 // if sending it again is safe: an idempotent method whose body is still at hand, or any method
@@ -33,7 +32,7 @@ const REPLAY_BYTES = 64 * 1024;
 /** What the agent answered, for the request's event. */
 export interface Answered {
   /** The agent's answer head's fields; undefined when the edge answered itself. */
-  headers: IncomingMessage['headers'] | undefined;
+  headers: IncomingHttpHeaders | undefined;
   bodyBytes: number;
   /** Whether the (last) attempt went on a stream reused from the pool. */
   reused: boolean;
@@ -57,11 +56,7 @@ export interface ForwardOptions {
 }
 
 /** Writes an agent's answer (its head's end-to-end fields given) to the client's response. */
-export type Responder = (
-  answer: IncomingMessage,
-  fields: string[],
-  response: ServerResponse,
-) => void;
+export type Responder = (answer: AgentAnswer, fields: string[], response: ServerResponse) => void;
 
 /** The answer as it came: status, end-to-end fields, body streamed. */
 const passThrough: Responder = (answer, fields, response) => {
@@ -74,7 +69,7 @@ const passThrough: Responder = (answer, fields, response) => {
  * cuts the response short too. Not stream.pipeline: it aborts an AbortController whenever it
  * finishes, and that DOMException's stack trace was ~2 % of the edge's thread per request.
  */
-export function relayBody(answer: IncomingMessage, response: ServerResponse): void {
+export function relayBody(answer: AgentAnswer, response: ServerResponse): void {
   answer.pipe(response);
   const cutShort = () => {
     if (!answer.complete) response.destroy();
@@ -95,13 +90,23 @@ export function forwardRequest(
   const body = new BodyRelay(source ?? request, IDEMPOTENT.has(method));
   let clientGone = false;
   let retried = false;
+  const head = { method, target: target ?? request.url ?? '/', headers };
+  let current: AgentExchange;
+  try {
+    current = attempt(false);
+  } catch (error) {
+    // A policy's rewrite HTTP cannot carry (a CR, LF or control character): nothing was sent.
+    logger.warn({ err: error, host }, 'edge: the request cannot be written to the agent');
+    request.resume();
+    errorPage(response, 502, `The request for ${host} cannot be sent to its agent.`);
+    return answered;
+  }
   // One timer for every attempt: the request's whole wait for the start of its answer.
   const timer = setTimeout(() => {
     current.destroy();
     logger.info({ host, timeoutMs }, 'edge: the agent did not answer in time (504)');
     errorPage(response, 504, `The agent for ${host} did not answer in time.`);
   }, timeoutMs);
-  let current = attempt({ agent: streams.pool });
   // A client that leaves takes its request to the agent with it: its stream is freed at once.
   response.once('close', () => {
     clearTimeout(timer);
@@ -110,46 +115,44 @@ export function forwardRequest(
   });
   return answered;
 
-  function attempt(via: { agent: Agent } | { createConnection: StreamConnector }) {
-    const upstream = httpRequest({ method, path: target ?? request.url, headers, ...via });
-    let readBefore = 0;
-    upstream.once('socket', (socket: Socket | StreamSocket) => {
-      readBefore = socket.bytesRead;
-      answered.reused = upstream.reusedSocket;
+  function attempt(fresh: boolean): AgentExchange {
+    const exchange: AgentExchange = new AgentExchange(streams.pool, head, fresh, {
+      onAnswer: (answer) => onAnswer(exchange, answer),
+      onError: (error, silent) => onError(exchange, error, silent),
     });
-    upstream.on('response', (answer) => onAnswer(upstream, answer));
-    upstream.on('error', (error) => {
-      if (upstream !== current || response.headersSent || clientGone) return;
-      const silent = (upstream.socket?.bytesRead ?? 0) === readBefore;
-      if (!retried && upstream.reusedSocket && silent && body.replayable) {
-        retried = true;
-        logger.debug({ err: error, host }, 'edge: a reused stream closed; retrying on a new one');
-        current = attempt({ createConnection: streams.fresh });
-        return;
-      }
-      clearTimeout(timer);
-      const busy = (error as NodeJS.ErrnoException).code === TOO_MANY_STREAMS;
-      logger.info({ err: error, host }, 'edge: the request to the agent failed');
-      errorPage(
-        response,
-        busy ? 503 : 502,
-        `The agent for ${host} is not reachable: ${error.message}.`,
-      );
-    });
-    body.sendTo(upstream);
-    return upstream;
+    answered.reused = exchange.reused;
+    body.sendTo(exchange);
+    return exchange;
   }
 
-  function onAnswer(upstream: ClientRequest, answer: IncomingMessage) {
+  function onError(exchange: AgentExchange, error: Error, silent: boolean) {
+    if (exchange !== current || response.headersSent || clientGone) return;
+    if (!retried && exchange.reused && silent && body.replayable) {
+      retried = true;
+      logger.debug({ err: error, host }, 'edge: a reused stream closed; retrying on a new one');
+      current = attempt(true);
+      return;
+    }
+    clearTimeout(timer);
+    const busy = (error as NodeJS.ErrnoException).code === TOO_MANY_STREAMS;
+    logger.info({ err: error, host }, 'edge: the request to the agent failed');
+    errorPage(
+      response,
+      busy ? 503 : 502,
+      `The agent for ${host} is not reachable: ${error.message}.`,
+    );
+  }
+
+  function onAnswer(exchange: AgentExchange, answer: AgentAnswer) {
     if (response.headersSent || clientGone) {
       logger.info({ host }, 'edge: the agent answered after the edge did; its answer is dropped');
-      return void upstream.destroy();
+      return void exchange.destroy();
     }
     clearTimeout(timer);
     const status = answer.statusCode;
     if (invalidStatus(status)) {
       logger.warn({ host, status }, 'edge: the agent answered with an invalid status code');
-      upstream.destroy();
+      exchange.destroy();
       return errorPage(
         response,
         502,
@@ -167,7 +170,7 @@ export function forwardRequest(
 /** The client's request body, relayed to one attempt after another. */
 class BodyRelay {
   readonly #request: Readable;
-  #target: ClientRequest | undefined;
+  #target: AgentExchange | undefined;
   /** What was relayed, kept for a retry; undefined when it is not (or no longer) kept. */
   #kept: Buffer[] | undefined;
   #keptBytes = 0;
@@ -186,7 +189,7 @@ class BodyRelay {
   }
 
   /** Relays the body to `target`, after what the previous targets got. */
-  sendTo(target: ClientRequest): void {
+  sendTo(target: AgentExchange): void {
     const first = this.#target === undefined;
     this.#target = target;
     for (const chunk of this.#kept ?? []) target.write(chunk);
@@ -212,7 +215,7 @@ class BodyRelay {
     const target = this.#target!;
     if (!target.write(chunk)) {
       this.#request.pause();
-      target.once('drain', () => target === this.#target && this.#request.resume());
+      target.onceDrained(() => target === this.#target && this.#request.resume());
     }
   }
 }

@@ -16,6 +16,7 @@ import {
   withRequest,
   withResponse,
 } from '../policy/index.ts';
+import type { AgentAnswer } from './agent-answer.ts';
 import type { Responder } from './forward-request.ts';
 import type { Peer } from './peer.ts';
 
@@ -233,7 +234,7 @@ export function responder(runs: readonly PolicyRun[], request: IncomingMessage):
 
 function send(
   x: Exchange,
-  answer: IncomingMessage,
+  answer: AgentAnswer,
   response: ServerResponse,
   request: IncomingMessage,
 ) {

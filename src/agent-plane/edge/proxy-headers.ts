@@ -3,12 +3,13 @@ import type { Peer } from './peer.ts';
 
 // The fields that cross the edge, each way. Hop-by-hop fields describe one connection, so they
 // stop at the edge both ways (RFC 9110 §7.6.1): Connection and every field it names,
-// Keep-Alive, Proxy-Connection, TE, Trailer, Transfer-Encoding (Node frames each hop itself;
-// a request's is kept, as Node chunks a body of unknown length again only when the field says
-// so) and Upgrade except on an upgrade; Proxy-Authorization and Proxy-Authenticate too, as Go's
-// ReverseProxy does: they are for a proxy, never for the agent's server or the client. The
-// agent learns who asked from X-Forwarded-For (appended), -Host and -Proto (set), on plain
-// requests and upgrades alike (docs/decisions.md#hop-by-hop).
+// Keep-Alive, Proxy-Connection, TE, Trailer, Transfer-Encoding (each hop is framed anew: an
+// answer by Node's server; a request's field is kept, as request-head.ts chunks a body of
+// unknown length again only when the field says so) and Upgrade except on an upgrade;
+// Proxy-Authorization and Proxy-Authenticate too, as Go's ReverseProxy does: they are for a
+// proxy, never for the agent's server or the client. The agent learns who asked from
+// X-Forwarded-For (appended), -Host and -Proto (set), on plain requests and upgrades alike
+// (docs/decisions.md#hop-by-hop).
 
 const HOP_BY_HOP = new Set([
   'connection',

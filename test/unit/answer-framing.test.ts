@@ -58,13 +58,16 @@ describe("an agent's answer head", () => {
     expect(() => head('HTTP/1.1 200 OK\r\n folded\r\n\r\n')).toThrow(/header field/);
   });
 
-  it('frames the body by method, status, Transfer-Encoding, then Content-Length', () => {
+  it('frames the body by method, status, Transfer-Encoding, then Content-Length, never both', () => {
     const ok = (fields: string) => head(`HTTP/1.1 200 OK\r\n${fields}\r\n`);
     expect(framingOf(ok('content-length: 5\r\n'), 'HEAD')).toEqual({ kind: 'none' });
     expect(framingOf(head('HTTP/1.1 304 N\r\ncontent-length: 5\r\n\r\n'), 'GET').kind).toBe('none');
     expect(framingOf(head('HTTP/1.1 204 N\r\n\r\n'), 'GET').kind).toBe('none');
     const both = ok('content-length: 5\r\ntransfer-encoding: gzip, chunked\r\n');
-    expect(framingOf(both, 'GET')).toEqual({ kind: 'chunked' });
+    expect(() => framingOf(both, 'GET')).toThrow(/can't be present/);
+    expect(framingOf(ok('transfer-encoding: gzip, chunked\r\n'), 'GET')).toEqual({
+      kind: 'chunked',
+    });
     expect(framingOf(ok('transfer-encoding: gzip\r\n'), 'GET')).toEqual({ kind: 'close' });
     expect(framingOf(ok(''), 'GET')).toEqual({ kind: 'close' });
     expect(framingOf(ok('content-length: 7, 7\r\n'), 'GET')).toEqual({ kind: 'length', bytes: 7 });

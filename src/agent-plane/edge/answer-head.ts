@@ -80,11 +80,16 @@ export function framingOf(head: AnswerHead, method: string): Framing {
     return { kind: 'none' };
   }
   const coding = fieldValues(head.rawHeaders, 'transfer-encoding');
+  const length = fieldValues(head.rawHeaders, 'content-length');
+  // Both say where the body ends: a sign of response splitting (RFC 9112 §6.1), refused as
+  // Node's parser refuses it.
+  if (coding.length > 0 && length.length > 0) {
+    throw new AnswerParseError("Transfer-Encoding can't be present with Content-Length");
+  }
   if (coding.length > 0) {
     const last = coding.join(',').split(',').at(-1)!.trim().toLowerCase();
     return last === 'chunked' ? { kind: 'chunked' } : { kind: 'close' };
   }
-  const length = fieldValues(head.rawHeaders, 'content-length');
   if (length.length === 0) return { kind: 'close' };
   // Repeats must agree (a list of one value, as RFC 9110 §8.6 allows, or the same field twice).
   const values = new Set(

@@ -2,7 +2,6 @@ import type { Socket } from 'node:net';
 import { createServer, type TLSSocket } from 'node:tls';
 import type { ConnectionLimits } from '../../shared/http/connection-limits.ts';
 import { acceptOn, type EarlyListener } from '../../shared/net/early-listener.ts';
-import { writeInTurns } from '../../shared/net/turn-writes.ts';
 import { STOP_REASONS } from '../sessions/session-events.ts';
 import {
   type AgentConnection,
@@ -61,7 +60,6 @@ export async function startNgrokListener(deps: NgrokListenerDeps): Promise<Ngrok
     socket.setNoDelay(true);
   });
   server.on('secureConnection', (socket: TLSSocket) => {
-    writeInTurns(socket);
     const connection = serveAgentConnection(socket, connectionDeps);
     connections.add(connection);
     socket.once('close', () => connections.delete(connection));

@@ -2,7 +2,6 @@ import { createServer, type Server as NetServer, type Socket } from 'node:net';
 import ssh2 from 'ssh2';
 import type { Refusal } from '../../shared/http/connection-limits.ts';
 import { acceptOn, type EarlyListener } from '../../shared/net/early-listener.ts';
-import { writeInTurns } from '../../shared/net/turn-writes.ts';
 import { DISCONNECT_CODES, refusalBytes } from './disconnect.ts';
 import { hostKeyFingerprint, loadHostKey } from './host-key.ts';
 import { createLoginLimits, type Login } from './login-limits.ts';
@@ -87,7 +86,6 @@ export async function startAgentListener(
     // Channels carry request/response traffic: Nagle's delay (with the peer's delayed ACK)
     // would add ~40 ms to every small write.
     socket.setNoDelay(true);
-    writeInTurns(socket);
     socket.once('close', () => {
       accepted.delete(key);
       sockets.delete(socket);

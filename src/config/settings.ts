@@ -217,7 +217,7 @@ const SERVICE_SETTINGS = {
   batchLingerMs: {
     env: 'BATCH_LINGER_MS',
     planes: ['data'],
-    kind: ms(5, 0, 60_000),
+    kind: ms(0, 0, 60_000),
     meaning:
       "A destination's batch is written this long after its first record when no write is in flight and the last one ended within this time, an idle destination's at the end of the event loop's turn (0: always); records that arrive during a write go as one batch as soon as it ends (group commit).",
   },

@@ -1,5 +1,5 @@
 import type { Duplex } from 'node:stream';
-import type { OnFault } from './stream-socket.ts';
+import { faultGuard, type OnFault } from './stream-socket.ts';
 
 // A stream to an agent (an SSH channel, a muxado stream) as the connection of one HTTP exchange
 // at a time (agent-exchange.ts), without a socket's machinery between them: its events go
@@ -25,41 +25,28 @@ export class AgentConnection {
   /** The exchange the connection serves; undefined while pooled. */
   user: ConnectionUser | undefined;
   readonly #stream: Duplex;
-  readonly #onFault: OnFault;
   #ended = false;
   #onClosed: (() => void) | undefined;
 
   constructor(stream: Duplex, onFault: OnFault) {
     this.#stream = stream;
-    this.#onFault = onFault;
+    const guarded = faultGuard(onFault, (error) => this.destroy(error));
     stream.on(
       'data',
-      this.#guarded((chunk: Buffer) => this.#data(chunk)),
+      guarded((chunk: Buffer) => this.#data(chunk)),
     );
     stream.on(
       'end',
-      this.#guarded(() => this.#farEnd()),
+      guarded(() => this.#farEnd()),
     );
     stream.on(
       'close',
-      this.#guarded(() => this.#farEnd()),
+      guarded(() => this.#farEnd()),
     );
     stream.on(
       'error',
-      this.#guarded((error: Error) => this.destroy(error)),
+      guarded((error: Error) => this.destroy(error)),
     );
-  }
-
-  /** A stream event's handler that no throw leaves: a protocol's parser may be up the stack. */
-  #guarded<A extends unknown[]>(handler: (...args: A) => void): (...args: A) => void {
-    return (...args) => {
-      try {
-        handler(...args);
-      } catch (error) {
-        this.#onFault(error);
-        this.destroy(error as Error);
-      }
-    };
   }
 
   #data(chunk: Buffer): void {

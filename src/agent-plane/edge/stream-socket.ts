@@ -14,6 +14,22 @@ import { Duplex } from 'node:stream';
 /** What the socket reports when a handler of its data throws. */
 export type OnFault = (error: unknown) => void;
 
+/**
+ * Makes a stream event's handlers throw-proof: a protocol's parser may be up the stack (ssh2's),
+ * so a throw is reported to `onFault` and `fail`s this one connection, not the agent's session.
+ */
+export function faultGuard(onFault: OnFault, fail: (error: Error) => void) {
+  return <A extends unknown[]>(handler: (...args: A) => void) =>
+    (...args: A): void => {
+      try {
+        handler(...args);
+      } catch (error) {
+        onFault(error);
+        fail(error as Error);
+      }
+    };
+}
+
 export class StreamSocket extends Duplex {
   /** Bytes read from the agent, as net.Socket counts them. */
   bytesRead = 0;
@@ -22,39 +38,27 @@ export class StreamSocket extends Duplex {
   /** Set while the socket waits in a pool: anything from the agent then ends it. */
   idle = false;
   readonly #stream: Duplex;
-  readonly #onFault: OnFault;
-  readonly #onData = this.#guarded((chunk: Buffer) => this.#read(chunk));
+  readonly #onData: (chunk: Buffer) => void;
   #idleTimer: NodeJS.Timeout | undefined;
 
   constructor(stream: Duplex, onFault: OnFault) {
     super({ allowHalfOpen: false });
     this.#stream = stream;
-    this.#onFault = onFault;
+    const guarded = faultGuard(onFault, (error) => this.destroy(error));
+    this.#onData = guarded((chunk: Buffer) => this.#read(chunk));
     stream.on('data', this.#onData);
     stream.on(
       'end',
-      this.#guarded(() => this.#farEnd(false)),
+      guarded(() => this.#farEnd(false)),
     );
     stream.on(
       'close',
-      this.#guarded(() => this.#farEnd(true)),
+      guarded(() => this.#farEnd(true)),
     );
     stream.on(
       'error',
-      this.#guarded((error: Error) => this.destroy(error)),
+      guarded((error: Error) => this.destroy(error)),
     );
-  }
-
-  /** A stream event's handler that no throw leaves: a protocol's parser may be up the stack. */
-  #guarded<A extends unknown[]>(handler: (...args: A) => void): (...args: A) => void {
-    return (...args) => {
-      try {
-        handler(...args);
-      } catch (error) {
-        this.#onFault(error);
-        this.destroy(error as Error);
-      }
-    };
   }
 
   #read(chunk: Buffer): void {

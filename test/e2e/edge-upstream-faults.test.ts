@@ -16,7 +16,8 @@ import {
 
 // One request's failure stays that request's: an agent's answer after the edge's 504, a status
 // code HTTP does not have, or a handler that throws never reaches the agent's SSH connection,
-// which goes on serving. A client that leaves ends its request's channel at once.
+// which goes on serving. A client that leaves ends its request's channel at once, even when the
+// agent answered before its upload was done.
 
 const DOMAIN = 'edge-faults.example.com';
 const TIMEOUT_MS = 2000;
@@ -31,6 +32,8 @@ describe('the edge: upstream faults stay with their request', () => {
   let local: Server;
   /** The sockets of /slow requests the local server holds, open or closed. */
   const held: Socket[] = [];
+  /** The sockets of /early/… uploads the local server answered without reading their bodies. */
+  const early: Socket[] = [];
   let raw: RawUpstream;
   /** Set once the raw server wrote its late answer. */
   let lateSent = false;
@@ -42,9 +45,13 @@ describe('the edge: upstream faults stay with their request', () => {
     expect((await ctx.api('POST', '/agent_ingresses', { domain: DOMAIN })).status).toBe(201);
     events = await trafficEvents(ctx, 'faults');
     // Node's http: reads bodies whole (an unfinished one gets its 400 when the channel ends),
-    // holds /slow, answers anything else.
+    // holds /slow, answers /early/… before its body came, answers anything else.
     local = createServer((request, response) => {
       if (request.url === '/slow') return void held.push(request.socket);
+      if (request.url!.startsWith('/early/')) {
+        early.push(request.socket);
+        return void response.end('early');
+      }
       request.resume();
       request.on('end', () => response.end('ok'));
     });
@@ -170,5 +177,32 @@ describe('the edge: upstream faults stay with their request', () => {
     expect(found.map((event) => event.http.response.status_code)).toEqual(
       Array(CHANNELS).fill(499),
     );
+  });
+
+  it('ends the channel of an upload whose client left after the agent answered it', async () => {
+    const clients: RawConnection[] = [];
+    for (let i = 0; i < CHANNELS; i++) {
+      const client = await openRaw(`http://127.0.0.1:${ctx.service.edgePort}`);
+      const head = { host: nodeHost, 'content-length': 100_000 };
+      client.send(requestHead('POST', `/early/${i}`, head));
+      client.send('x'.repeat(1000));
+      clients.push(client);
+    }
+    const answers = await Promise.all(clients.map((client) => client.response(0, 10_000)));
+    expect(answers.map((answer) => answer.body)).toEqual(Array(CHANNELS).fill('early'));
+    const left = Date.now();
+    for (const client of clients) client.destroy();
+    // The body will never end: the channels carry nothing more, and no pool may take them.
+    await eventually(
+      () => (early.every((socket) => socket.destroyed) ? true : undefined),
+      'the agent-side connections closed',
+      TIMEOUT_MS,
+    );
+    expect(Date.now() - left).toBeLessThan(TIMEOUT_MS / 2);
+    expect((await curl(ctx.service.edgePort!, nodeHost, '/')).status).toBe(200);
+    for (let i = 0; i < CHANNELS; i++) {
+      const [event] = await eventsOf(events, `/early/${i}`);
+      expect(event.http.response.status_code).toBe(200);
+    }
   });
 });

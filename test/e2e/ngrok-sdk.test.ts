@@ -2,6 +2,7 @@ import { execFile } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
+import { createServer as createHttpServer } from 'node:http';
 import { type AddressInfo, createServer as createTcpServer, connect as tcpConnect } from 'node:net';
 import { join } from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
@@ -13,6 +14,7 @@ import { mapToLoopback } from '../helpers/etc-hosts.ts';
 import { freePort } from '../helpers/free-port.ts';
 import { giveIngressCertificate } from '../helpers/ingress-certificate.ts';
 import { CA_EXTENSIONS, type Issued, OpensslPki } from '../helpers/openssl-pki.ts';
+import { openRaw, type RawConnection, requestHead } from '../helpers/raw-http.ts';
 import {
   type ApiClient,
   apiClient,
@@ -34,6 +36,8 @@ import { echoWebSocket, webSocketVia } from './websocket-echo.ts';
 const INGRESS = 'ngrok-e2e.example.net';
 const DIALLED = `us.${INGRESS}`;
 const APP = `app.us.${INGRESS}`;
+/** MAX_CHANNELS_PER_SESSION: a few, so that streams held for good show as a 503. */
+const CHANNELS = 4;
 
 /** `curl` through the edge's HTTP listener for `host`. */
 async function curlEdge(port: number, host: string, path = '/') {
@@ -90,6 +94,7 @@ describe('ngrok agents through the agent ingress (the real @ngrok/ngrok SDK)', (
       TCP_ADDR_PORTS: `${tcpPort}-${tcpPort}`,
       AGENT_PORT: String(await freePort()),
       EDGE_HTTP_PORT: String(await freePort()),
+      MAX_CHANNELS_PER_SESSION: String(CHANNELS),
     };
     service = await startTestService(store, env);
     api = apiClient(service.url, TEST_BOOTSTRAP_KEY);
@@ -281,6 +286,31 @@ describe('ngrok agents through the agent ingress (the real @ngrok/ngrok SDK)', (
     expect(second.backend.connection_reused).toBe(true);
     expect(second.http.request.url.host).toBe(`pool.us.${INGRESS}`);
     await listener.close();
+  });
+
+  it('ends the streams of uploads whose clients left after the agent answered them', async () => {
+    // The agent's server answers before the body came, and never reads it.
+    const early = createHttpServer((_request, response) => response.end('early'));
+    await new Promise<void>((resolve) => early.listen(0, '127.0.0.1', resolve));
+    const host = `upload.us.${INGRESS}`;
+    const listener = await forward({ domain: host, addr: (early.address() as AddressInfo).port });
+    const clients: RawConnection[] = [];
+    for (let i = 0; i < CHANNELS; i++) {
+      const client = await openRaw(`http://127.0.0.1:${service.edgePort}`);
+      client.send(requestHead('POST', `/upload/${i}`, { host, 'content-length': 100_000 }));
+      client.send('x'.repeat(1000));
+      clients.push(client);
+    }
+    const answers = await Promise.all(clients.map((client) => client.response(0, 10_000)));
+    expect(answers.map((answer) => answer.body)).toEqual(Array(CHANNELS).fill('early'));
+    for (const client of clients) client.destroy();
+    // Their streams are free again, well before the agent's server would close its side (the
+    // SDK keeps that connection after the edge's RST; Node's keep-alive ends it after 5 s).
+    await expect
+      .poll(async () => (await curlEdge(service.edgePort!, host)).status, { timeout: 2_000 })
+      .toBe(200);
+    await listener.close();
+    early.close();
   });
 
   it("ends the credential's tunnels at the SDK when the credential is deleted", async () => {

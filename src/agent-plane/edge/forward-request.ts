@@ -113,6 +113,7 @@ export function forwardRequest(
     clientGone = !response.writableFinished;
     if (clientGone) current.destroy();
   });
+  if (!request.complete) freeOnLeaving(request, () => current.destroy());
   return answered;
 
   function attempt(fresh: boolean): AgentExchange {
@@ -165,6 +166,18 @@ export function forwardRequest(
     });
     respond(answer, endToEndFields(answer.rawHeaders), response);
   }
+}
+
+/**
+ * Calls `free` if the client leaves before its request's body ended, even after its response
+ * finished: that body never ends, and its stream would be held for good (never back in the pool
+ * with half a body sent). Its socket tells: Node no longer closes a request whose response
+ * finished.
+ */
+function freeOnLeaving(request: IncomingMessage, free: () => void): void {
+  const { socket } = request;
+  socket.once('close', free);
+  request.once('end', () => socket.off('close', free));
 }
 
 /** The client's request body, relayed to one attempt after another. */

@@ -11,6 +11,7 @@ import { boundAgent, eventsOf, trafficEvents } from './edge-helpers.ts';
 const DOMAIN = 'edge-policy.example.com';
 const HOST = `app.${DOMAIN}`;
 const ALONE = `static.${DOMAIN}`;
+const UNSENDABLE = `crlf.${DOMAIN}`;
 
 const POLICY = `
 on_http_request:
@@ -43,21 +44,30 @@ const basic = (user: string, password: string) =>
 describe("the edge runs a cloud endpoint's Traffic Policy", () => {
   const ctx = useTestService();
   let agent: SshAgent;
+  let crlfAgent: SshAgent;
   let local: Server;
+  /** The paths the agents' server received. */
+  const seen: string[] = [];
+  let unsendableId: string | undefined;
   let events: () => any[];
 
   beforeAll(async () => {
     expect((await ctx.api('POST', '/agent_ingresses', { domain: DOMAIN })).status).toBe(201);
     events = await trafficEvents(ctx, 'policy');
     local = createServer((request, response) => {
+      seen.push(request.url!);
       request.resume();
+      // /huge: more than the edge buffers of an answer whose head waits for on_http_response.
       const text = request.url?.startsWith('/big')
         ? 'x'.repeat(20_000)
-        : JSON.stringify({ url: request.url, headers: request.headers });
+        : request.url === '/huge'
+          ? 'x'.repeat(1024 * 1024)
+          : JSON.stringify({ url: request.url, headers: request.headers });
       response.writeHead(200, { 'content-type': 'application/json' }).end(text);
     });
     await new Promise<void>((resolve) => local.listen(0, '127.0.0.1', resolve));
     agent = await boundAgent(ctx, HOST, (local.address() as AddressInfo).port);
+    crlfAgent = await boundAgent(ctx, UNSENDABLE, (local.address() as AddressInfo).port);
     const created = await ctx.api('POST', '/endpoints', {
       type: 'cloud',
       url: `http://${HOST}`,
@@ -67,6 +77,7 @@ describe("the edge runs a cloud endpoint's Traffic Policy", () => {
   }, 60_000);
   afterAll(async () => {
     await agent?.kill();
+    await crlfAgent?.kill();
     local?.close();
   });
 
@@ -138,4 +149,81 @@ describe("the edge runs a cloud endpoint's Traffic Policy", () => {
     expect(event.http.response.status_code).toBe(418);
     expect(event.basic_auth.decision).toBe('invalid');
   });
+
+  it("answers 502 for a request a policy's added header made unsendable (a CR LF in its value); the agent sees nothing", async () => {
+    // Accepted when created: a value is a template, checked against HTTP's rule as it is sent.
+    await setPolicy(addHeader('on_http_request', '"one\\r\\nx-injected: yes"'));
+    const literal = await curl(ctx.service.edgePort!, UNSENDABLE, '/literal');
+    expect(literal.status).toBe(502);
+    expect(literal.body).toContain(`The request for ${UNSENDABLE} cannot be sent to its agent.`);
+    // A value from the client's own input: its query, decoded.
+    const fromQuery = addHeader('on_http_request', `"\${getQueryParam('name')[0]}"`);
+    await setPolicy(fromQuery);
+    const split = await curl(ctx.service.edgePort!, UNSENDABLE, '/split?name=a%0D%0Ax-injected:1');
+    expect(split.status).toBe(502);
+    // The agent's channel was not touched: the next request goes through, with its header.
+    const named = await curl(ctx.service.edgePort!, UNSENDABLE, '/named?name=ada');
+    expect(named.status).toBe(200);
+    expect(JSON.parse(named.body).headers).toMatchObject({ 'x-name': 'ada' });
+    expect(JSON.parse(named.body).headers).not.toHaveProperty('x-injected');
+    expect(seen.filter((path) => /^\/(literal|split)/.test(path))).toEqual([]);
+    await expectEdge502(['/literal', '/split']);
+    const [literalEvent] = await eventsOf(events, '/literal');
+    expect(literalEvent.http.response.body_length).toBe(0);
+    expect(literalEvent.backend.connection_reused).toBe(false);
+  });
+
+  it("answers 502 for an answer a policy's header made unsendable, the agent's or its own", async () => {
+    const onAnswer = addHeader('on_http_response', '"one\\r\\nx-injected: yes"');
+    await setPolicy(onAnswer);
+    const agents = await curl(ctx.service.edgePort!, UNSENDABLE, '/huge');
+    expect(agents.status).toBe(502);
+    expect(agents.body).toContain(
+      'The endpoint policy made an answer head that HTTP cannot carry.',
+    );
+    expect(agents.headers).not.toMatch(/x-injected/i);
+    expect(seen).toContain('/huge');
+    const own = `on_http_request:
+  - actions:
+      - type: custom-response
+        config: {status_code: 200, body: own, headers: {x-name: "one\\r\\nx-injected: yes"}}
+`;
+    await setPolicy(own);
+    const policys = await curl(ctx.service.edgePort!, UNSENDABLE, '/own');
+    expect(policys.status).toBe(502);
+    expect(policys.headers).not.toMatch(/x-injected/i);
+    await expectEdge502(['/huge', '/own']);
+    // The agent's channel went back to its pool: the next request reuses it.
+    await setPolicy(addHeader('on_http_request', 'fine'));
+    expect((await curl(ctx.service.edgePort!, UNSENDABLE, '/after')).status).toBe(200);
+    const [after] = await eventsOf(events, '/after');
+    expect(after.backend.connection_reused).toBe(true);
+  });
+
+  /** Puts `policy` on the cloud endpoint of UNSENDABLE (made on first use). */
+  async function setPolicy(policy: string) {
+    const saved =
+      unsendableId === undefined
+        ? await ctx.api('POST', '/endpoints', {
+            type: 'cloud',
+            url: `http://${UNSENDABLE}`,
+            traffic_policy: policy,
+          })
+        : await ctx.api('PATCH', `/endpoints/${unsendableId}`, { traffic_policy: policy });
+    expect(saved.status, JSON.stringify(saved.body)).toBeLessThan(300);
+    unsendableId = saved.body.id;
+  }
+
+  /** The events of `paths` say the edge's 502. */
+  async function expectEdge502(paths: string[]) {
+    for (const path of paths) {
+      const [event] = await eventsOf(events, path);
+      expect(event.http.response.status_code, path).toBe(502);
+    }
+  }
 });
+
+/** A Traffic Policy that adds `x-name` with `value` (YAML) in `phase`. */
+function addHeader(phase: string, value: string): string {
+  return `${phase}:\n  - actions:\n      - type: add-headers\n        config:\n          headers:\n            x-name: ${value}\n`;
+}

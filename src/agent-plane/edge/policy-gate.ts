@@ -17,8 +17,10 @@ import {
   withResponse,
 } from '../policy/index.ts';
 import type { AgentAnswer } from './agent-answer.ts';
+import { errorPage } from './edge-answers.ts';
 import type { Responder } from './forward-request.ts';
 import type { Peer } from './peer.ts';
+import { validFieldValue } from './request-head.ts';
 
 // Where the edge runs an endpoint's Traffic Policy: on_tcp_connect and on_http_request before a
 // request goes to its agent (or instead of it), on_http_response on the agent's answer head, and
@@ -146,6 +148,9 @@ export function writeAnswer(
   cookies: string[] = [],
 ): void {
   if (response.headersSent) return;
+  if (!sendable(answer.headers) || !cookies.every(validFieldValue)) {
+    return void unsendable(response);
+  }
   const body = typeof answer.body === 'string' ? Buffer.from(answer.body) : answer.body;
   const headers: OutgoingHttpHeaders = { ...toNodeHeaders(answer.headers) };
   if (cookies.length > 0) headers['set-cookie'] = cookies;
@@ -154,6 +159,19 @@ export function writeAnswer(
   for (const [name, value] of Object.entries(headers)) response.setHeader(name, value!);
   response.writeHead(answer.statusCode);
   response.end(body);
+}
+
+/** Whether HTTP can carry every value of `headers` (a policy's may hold a CR or LF). */
+function sendable(headers: HeaderMap): boolean {
+  return Object.values(headers).every((values) => values.every(validFieldValue));
+}
+
+/**
+ * The edge's answer when a policy made the head it would send one HTTP cannot carry: 502, as
+ * for a request a policy made unsendable (forward-request.ts), instead of Node's throw.
+ */
+function unsendable(response: ServerResponse): void {
+  errorPage(response, 502, 'The endpoint policy made an answer head that HTTP cannot carry.');
 }
 
 /** The first of the policy's algorithms the client accepts (q > 0), or undefined. */
@@ -246,6 +264,11 @@ function send(
   // A login action's renewed session cookie rides on the upstream's answer.
   if (x.setCookies.length > 0)
     headers['set-cookie'] = [...(headers['set-cookie'] ?? []), ...x.setCookies];
+  if (!sendable(headers)) {
+    // Read off: the agent's connection goes back to the pool once its answer is whole.
+    answer.resume();
+    return unsendable(response);
+  }
   const encoding =
     x.compress === undefined ||
     headers['content-encoding'] !== undefined ||

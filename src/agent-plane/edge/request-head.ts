@@ -44,6 +44,11 @@ export interface EncodedHead {
   chunked: boolean;
 }
 
+/** Whether HTTP can carry `value` as a field's value: no CR, LF or other control character. */
+export function validFieldValue(value: string): boolean {
+  return !INVALID_VALUE.test(value);
+}
+
 /**
  * The request line and fields of `request`; throws, as Node's http client did, on a target or
  * a field value that would not stay one (a space, CR, LF or another control character).
@@ -60,7 +65,7 @@ export function encodeHead({ method, target, headers }: RequestHead): EncodedHea
     if (value === undefined) continue;
     for (const one of Array.isArray(value) ? value : [value]) {
       const line = String(one);
-      if (INVALID_VALUE.test(line)) throw new TypeError(`Invalid character in header "${name}"`);
+      if (!validFieldValue(line)) throw new TypeError(`Invalid character in header "${name}"`);
       text += `${name}: ${line}\r\n`;
     }
     const lower = name.toLowerCase();

@@ -140,6 +140,34 @@ on_http_request:
     expect(template.message).toMatch(/unknown field 'conn.client_ipp'; variables: conn.bytes_in/);
   });
 
+  it('refuses a header value with a CR, LF or NUL written into it, in every action that sets headers', () => {
+    const actions = [
+      ['add-headers', 'on_http_request', ''],
+      ['add-headers', 'on_http_response', ''],
+      ['custom-response', 'on_http_request', 'status_code: 200, '],
+      ['redirect', 'on_http_request', 'to: "/elsewhere", '],
+    ];
+    for (const [type, phase, rest] of actions) {
+      for (const value of ['one\\r\\nx-injected: yes', 'line\\nbreak', 'nul\\0']) {
+        const refused = refusal(
+          `${phase}:\n  - actions:\n      - type: ${type}\n        config: {${rest}headers: {x-name: "${value}"}}\n`,
+        );
+        expect(refused.location, `${type} ${value}`).toMatchObject({
+          action: { index: 0, type },
+          field: 'config.headers.x-name',
+        });
+        expect(refused.message).toMatch(/a header value cannot hold a CR, LF or NUL character/);
+      }
+    }
+    // A value from a variable is a template, checked as the head is sent (the edge's 502).
+    expect(() =>
+      compilePolicy(
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: a policy's interpolation
+        'on_http_request:\n  - actions:\n      - type: add-headers\n        config: {headers: {x-name: "${getQueryParam(\'name\')[0]}"}}\n',
+      ),
+    ).not.toThrow();
+  });
+
   it('refuses an action in a phase it does not run in, an unknown phase, and a rule without actions', () => {
     expect(
       refusal(

@@ -7,13 +7,22 @@ import type { Template } from '../interpolate.ts';
 
 export type CompiledHeaders = readonly (readonly [string, Template])[];
 
+// A value with one of these written into the policy could never be sent: it is refused when the
+// policy is saved. One that comes from a variable (the client's input) is refused as the head is
+// sent: the edge answers 502.
+const UNSENDABLE = /[\r\n\0]/;
+
 export function compileHeaders(
   headers: Record<string, string>,
   ctx: CompileContext,
 ): CompiledHeaders {
-  return Object.entries(headers).map(
-    ([name, value]) => [name.toLowerCase(), ctx.template(value, `headers.${name}`)] as const,
-  );
+  return Object.entries(headers).map(([name, value]) => {
+    const field = `headers.${name}`;
+    if (UNSENDABLE.test(value)) {
+      ctx.fail(field, 'a header value cannot hold a CR, LF or NUL character');
+    }
+    return [name.toLowerCase(), ctx.template(value, field)] as const;
+  });
 }
 
 export function renderHeaders(headers: CompiledHeaders, values: unknown): HeaderMap {

@@ -62,9 +62,10 @@ export function addressInUse(error: unknown, port: number): boolean {
     return (error as { port?: unknown }).port === port;
   }
   const text = error instanceof Error ? error.message : String(error);
-  // The service process says it in its own words ("cannot listen on …: the address is in use").
+  // The service process says it in its own words ("cannot listen on …: the address is in use"),
+  // sshd its own ("Bind to port P on 127.0.0.1 failed: Address already in use.").
   return (
     /EADDRINUSE|address (is )?already in use|the address is in use/i.test(text) &&
-    new RegExp(`:${port}\\b`).test(text)
+    new RegExp(`(:|port )${port}\\b`).test(text)
   );
 }

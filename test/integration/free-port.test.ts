@@ -52,6 +52,9 @@ describe('a start that loses its picked port to another process', () => {
     expect(addressInUse(new Error(child), Number(String(port).slice(0, 4)))).toBe(false);
     const own = `cannot listen on 127.0.0.1:${port}: the address is in use; see HOST, PORT`;
     expect(addressInUse(new Error(own), port)).toBe(true);
+    const sshd = `sshd exited during start:\nerror: Bind to port ${port} on 127.0.0.1 failed: Address already in use.\nfatal: Cannot bind any address.\n`;
+    expect(addressInUse(new Error(sshd), port)).toBe(true);
+    expect(addressInUse(new Error(sshd), port + 1)).toBe(false);
   });
 
   it('starts the in-process service again on a fresh port', async () => {

@@ -34,3 +34,38 @@ export async function freePortRange(count: number): Promise<number[]> {
   }
   throw new Error(`freePortRange: no ${count} consecutive free ports in 20000-31999`);
 }
+
+/**
+ * `start(port)` on a port freePort() picked, again on a fresh one (three tries in all) when it
+ * fails because another process bound that port between the pick and the server's bind (a
+ * parallel test file, another checkout's suite on this machine). A port the test itself named
+ * is not retried: its EADDRINUSE names another port. `pick` is freePort unless a test of this
+ * helper gives one.
+ */
+export async function onFreePort<T>(
+  start: (port: number) => Promise<T>,
+  pick: () => Promise<number> = freePort,
+): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    const port = await pick();
+    try {
+      return await start(port);
+    } catch (error) {
+      if (attempt >= 3 || !addressInUse(error, port)) throw error;
+    }
+  }
+}
+
+/** True when `error` says a listen on `port` found it taken (in-process, or a child's output). */
+export function addressInUse(error: unknown, port: number): boolean {
+  if ((error as { code?: unknown }).code === 'EADDRINUSE') {
+    return (error as { port?: unknown }).port === port;
+  }
+  const text = error instanceof Error ? error.message : String(error);
+  // The service process says it in its own words ("cannot listen on …: the address is in use"),
+  // sshd its own ("Bind to port P on 127.0.0.1 failed: Address already in use.").
+  return (
+    /EADDRINUSE|address (is )?already in use|the address is in use/i.test(text) &&
+    new RegExp(`(:|port )${port}\\b`).test(text)
+  );
+}

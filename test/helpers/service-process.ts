@@ -1,8 +1,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { freePort } from './free-port.ts';
+import { addressInUse, onFreePort } from './free-port.ts';
 import { TEST_INGEST_TOKEN } from './ingest-client.ts';
 import { type ApiClient, apiClient } from './service.ts';
 import { seedTestStore } from './store-template.ts';
@@ -84,7 +84,22 @@ process.once('exit', () => {
 
 /** Starts `node src/main.ts` and resolves once it prints where it listens. */
 export async function startServiceProcess(options: ServiceProcessOptions): Promise<ServiceProcess> {
-  const port = options.port ?? (await freePort());
+  if (options.port !== undefined) return startOnPort(options, options.port);
+  return onFreePort((port) => startOnPort(options, port));
+}
+
+/** Starts on `port`; a first start that finds the port taken leaves no store behind (retried). */
+async function startOnPort(options: ServiceProcessOptions, port: number): Promise<ServiceProcess> {
+  const store = join(options.dataDir, 'store');
+  const fresh = !existsSync(store);
+  return startProcess(options, port).catch((error: unknown) => {
+    // It made the store before it failed to listen: the next start is a first start again.
+    if (fresh && addressInUse(error, port)) rmSync(store, { recursive: true, force: true });
+    throw error;
+  });
+}
+
+async function startProcess(options: ServiceProcessOptions, port: number): Promise<ServiceProcess> {
   // An empty embedded store: this start creates the account and says so on stderr.
   const firstStart = !options.env?.DATABASE_URL && !existsSync(join(options.dataDir, 'store'));
   // Another checkout's code (SERVICE_ROOT) may not know the migrations: it makes its own store.

@@ -4,20 +4,32 @@ import { mintApiKey } from '../../src/control-plane/api/api-keys/mint.ts';
 import { type Service, startService } from '../../src/service.ts';
 import { createLogger } from '../../src/shared/logger.ts';
 import { createAccount } from '../../src/store/accounts.ts';
-import { freePort } from './free-port.ts';
+import { onFreePort } from './free-port.ts';
 import { pgliteStore, type TestStore } from './stores.ts';
 
 /** The bootstrap token every test service gets, so tests know their first key. */
 export const TEST_BOOTSTRAP_KEY = 'test_bootstrap_key_0123456789abcdef';
 
-/** Starts the real service on a random port against a test store. */
+/**
+ * Starts the real service on a random port against a test store. Its port is picked before the
+ * start (PUBLIC_URL names it), so another process may bind it first: then it starts again on
+ * another. Other ports a test gives in `env` are the test's; `GRPC_PORT: '0'` binds a random
+ * one with no such race (read `service.grpcUrl`).
+ */
 export async function startTestService(
   store: TestStore,
   env: Record<string, string> = {},
 ): Promise<Service> {
-  const port = String(await freePort());
+  return onFreePort((port) => startOnPort(port, store, env));
+}
+
+async function startOnPort(
+  port: number,
+  store: TestStore,
+  env: Record<string, string>,
+): Promise<Service> {
   const config = loadConfig({
-    PORT: port,
+    PORT: String(port),
     PUBLIC_URL: `http://127.0.0.1:${port}`,
     LOG_LEVEL: 'silent',
     BOOTSTRAP_API_KEY: TEST_BOOTSTRAP_KEY,

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { freePort } from './free-port.ts';
+import { onFreePort } from './free-port.ts';
 
 // Debian's OpenSSH server, run by a test as the current user on a free 127.0.0.1 port with a
 // temp config: host key and host certificate, and user CAs trusted through TrustedUserCAKeys
@@ -31,7 +31,12 @@ export async function startSshd(options: {
 }): Promise<Sshd> {
   // As root, sshd insists on its privilege separation directory (Debian makes it at boot).
   if (process.getuid?.() === 0 && !existsSync('/run/sshd')) mkdirSync('/run/sshd', { mode: 0o755 });
-  const port = await freePort();
+  // Another process may bind the port between freePort() and sshd's bind: sshd then exits
+  // saying so, and starts again on another.
+  return onFreePort((port) => startOnPort(port, options));
+}
+
+async function startOnPort(port: number, options: Parameters<typeof startSshd>[0]): Promise<Sshd> {
   const config = join(options.dir, 'sshd_config');
   const caFile = join(options.dir, 'trusted_user_ca_keys.pub');
   writeFileSync(caFile, options.trustedUserCaKeys);

@@ -37,7 +37,13 @@ interface Delivery {
 /** One checkout's routeRequest with a slab pool and the ingest thread's registry of it. */
 interface Build {
   name: string;
-  route(body: Uint8Array): { events: number; blocks: Map<string, string> };
+  route(body: Uint8Array): { events: number; blocks: Map<string, string>; output: Output };
+}
+
+/** What a request's events became: records and their NDJSON bytes, every destination's. */
+interface Output {
+  records: number;
+  bytes: number;
 }
 
 async function load(name: string, root: string): Promise<Build> {
@@ -67,16 +73,19 @@ async function load(name: string, root: string): Promise<Build> {
       if (result.kind !== 'routed') throw new Error(`${name}: ${result.kind}`);
       registry.learn(result.slabs);
       const blocks = new Map<string, string>();
+      const output: Output = { records: 0, bytes: 0 };
       for (const delivery of result.deliveries as Delivery[]) {
         if (checking) {
           const parts = delivery.slab ? registry.parts(delivery.slab) : delivery.parts!;
+          output.bytes += parts.text.length;
           const text = Buffer.from(parts.text).toString('utf8');
+          output.records += text.split('\n').length - 1;
           const meta = Buffer.from(parts.meta).toString('utf8');
           blocks.set(delivery.destinationId, `${text}\n--meta--\n${meta}`);
         }
         if (delivery.slab) registry.free(delivery.slab);
       }
-      return { events: result.accepted, blocks };
+      return { events: result.accepted, blocks, output };
     },
   };
 }
@@ -88,8 +97,13 @@ if (process.env.BENCH_BASE) builds.unshift(await load('base', process.env.BENCH_
 
 // Same blocks from both: generated event ids (ev_ + 26 characters) are masked.
 const masked = (s: string) => s.replace(/ev_[0-9a-z]{26}/g, 'ev_*');
+const written = { events: 0, records: 0, bytes: 0 };
 for (const body of bodies) {
-  const outputs = builds.map((b) => b.route(body).blocks);
+  const routed = builds.map((b) => b.route(body));
+  written.events += routed[0].events;
+  written.records += routed[0].output.records;
+  written.bytes += routed[0].output.bytes;
+  const outputs = routed.map((r) => r.blocks);
   for (const [destination, text] of outputs[0]) {
     for (const other of outputs.slice(1)) {
       if (masked(other.get(destination) ?? '') !== masked(text)) {
@@ -114,6 +128,9 @@ function round(build: Build): number {
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 console.log(
   `${REQUESTS} requests of ${EVENTS_PER_REQUEST} events, ${(bodies[0].length / 1024).toFixed(0)} KiB each; ${ROUNDS} rounds of ${ROUND_EVENTS} events, builds alternating`,
+);
+console.log(
+  `each event becomes ${(written.records / written.events).toFixed(2)} records, ${(written.bytes / written.events).toFixed(0)} bytes of NDJSON (both destinations)`,
 );
 for (let i = 0; i < 2; i++) for (const b of builds) round(b);
 const times = builds.map(() => [] as number[]);

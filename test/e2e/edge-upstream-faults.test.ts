@@ -99,6 +99,23 @@ describe('the edge: upstream faults stay with their request', () => {
     expect(await sessionIds(ctx)).toEqual(sessions);
   }
 
+  /**
+   * The clients leave; the agent-side connections of their requests (`agentSide`) close well
+   * within the timeout, and their channels are free again: the session is under
+   * MAX_CHANNELS_PER_SESSION and serves the next request.
+   */
+  async function leaveAndExpectFreed(clients: RawConnection[], agentSide: Socket[]) {
+    const left = Date.now();
+    for (const client of clients) client.destroy();
+    await eventually(
+      () => (agentSide.every((socket) => socket.destroyed) ? true : undefined),
+      'the agent-side connections closed',
+      TIMEOUT_MS,
+    );
+    expect(Date.now() - left).toBeLessThan(TIMEOUT_MS / 2);
+    expect((await curl(ctx.service.edgePort!, nodeHost, '/')).status).toBe(200);
+  }
+
   it('keeps serving after ten unfinished uploads hit the timeout', async () => {
     const sessions = await sessionIds(ctx);
     const uploads: RawConnection[] = [];
@@ -163,16 +180,7 @@ describe('the edge: upstream faults stay with their request', () => {
       clients.push(client);
     }
     await eventually(() => (held.length === CHANNELS ? true : undefined), 'the held requests');
-    const left = Date.now();
-    for (const client of clients) client.destroy();
-    await eventually(
-      () => (held.every((socket) => socket.destroyed) ? true : undefined),
-      'the agent-side connections closed',
-      TIMEOUT_MS,
-    );
-    expect(Date.now() - left).toBeLessThan(TIMEOUT_MS / 2);
-    // Their channels are free again: the session is under MAX_CHANNELS_PER_SESSION.
-    expect((await curl(ctx.service.edgePort!, nodeHost, '/')).status).toBe(200);
+    await leaveAndExpectFreed(clients, held);
     const found = await eventsOf(events, '/slow', CHANNELS);
     expect(found.map((event) => event.http.response.status_code)).toEqual(
       Array(CHANNELS).fill(499),
@@ -190,16 +198,8 @@ describe('the edge: upstream faults stay with their request', () => {
     }
     const answers = await Promise.all(clients.map((client) => client.response(0, 10_000)));
     expect(answers.map((answer) => answer.body)).toEqual(Array(CHANNELS).fill('early'));
-    const left = Date.now();
-    for (const client of clients) client.destroy();
     // The body will never end: the channels carry nothing more, and no pool may take them.
-    await eventually(
-      () => (early.every((socket) => socket.destroyed) ? true : undefined),
-      'the agent-side connections closed',
-      TIMEOUT_MS,
-    );
-    expect(Date.now() - left).toBeLessThan(TIMEOUT_MS / 2);
-    expect((await curl(ctx.service.edgePort!, nodeHost, '/')).status).toBe(200);
+    await leaveAndExpectFreed(clients, early);
     for (let i = 0; i < CHANNELS; i++) {
       const [event] = await eventsOf(events, `/early/${i}`);
       expect(event.http.response.status_code).toBe(200);
